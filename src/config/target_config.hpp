@@ -1,0 +1,80 @@
+#pragma once
+// Typed contents of knowledge/<target>/target.yaml and kernels.yaml.
+// Parsed and validated by config/ (target_config.cpp); used by target/, knowledge/, search/.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npuopt::config {
+
+/// One toolchain command: argv with {placeholders} and its wall-clock limit.
+/// Placeholders: {bin} {file} {kernel} {seed} {repeat} {shape} (k=v,k=v) and any {name}
+/// the caller supplies. Unknown placeholders are an error at expansion time.
+struct CommandSpec {
+    std::vector<std::string> argv;
+    double timeout_secs = 60.0;
+};
+
+/// How to find and call the target's toolchain.
+struct ToolchainSpec {
+    std::string protocol = "npuopt-jsonl/1";  ///< output format; the only one supported so far
+    std::string bin;                           ///< executable name or path ({bin} in argv)
+    std::vector<std::filesystem::path> search_paths;  ///< tried in order before PATH; relative to the repo/target dir
+    std::map<std::string, std::string> env;    ///< extra environment for every command (no secrets)
+    std::vector<std::filesystem::path> read_only_paths;  ///< extra paths the sandbox must expose read-only
+    CommandSpec version;
+    CommandSpec check;
+    CommandSpec schedule;
+    CommandSpec run;
+};
+
+/// A public hardware fact from the vendor's documentation (never a measured value).
+struct HardwareFact {
+    double value = 0.0;
+    std::string unit;         ///< e.g. "bytes/cycle", "GHz", "bytes"
+    std::string description;
+};
+
+/// knowledge/<target>/target.yaml
+struct TargetConfig {
+    std::string name;
+    std::string description;
+    std::filesystem::path dir;            ///< the directory holding target.yaml
+    ToolchainSpec toolchain;
+    std::map<std::string, HardwareFact> facts;  ///< public facts by key
+    std::filesystem::path docs_dir;        ///< resolved against dir
+    std::filesystem::path microbench_dir;  ///< resolved against dir (may not exist yet)
+    std::filesystem::path templates_dir;   ///< resolved against dir
+    std::filesystem::path kernels_file;    ///< resolved against dir
+};
+
+/// A tensor of a kernel, for byte accounting (speed-of-light) and documentation.
+struct TensorSpec {
+    std::string name;
+    std::string role;                 ///< weight | input | output | state
+    std::string dtype;                ///< fp8_e4m3 | fp4_e2m1 | bf16 | f32 | i32 ...
+    std::vector<std::string> shape;   ///< dims: integers or names of shape variables
+};
+
+/// One kernel of kernels.yaml.
+struct KernelSpec {
+    std::string name;
+    std::string description;
+    std::map<std::string, std::int64_t> shape;  ///< shape variables, e.g. hidden: 3840
+    double atol = 0.0;
+    double rtol = 0.0;
+    std::filesystem::path baseline;   ///< baseline design source, resolved against the templates dir
+    std::vector<TensorSpec> tensors;
+};
+
+/// knowledge/<target>/kernels.yaml
+struct KernelsConfig {
+    std::filesystem::path file;
+    std::vector<KernelSpec> kernels;
+};
+
+}  // namespace npuopt::config
