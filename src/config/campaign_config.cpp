@@ -1,0 +1,214 @@
+#include "config/campaign_config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/yaml_fields.hpp"
+#include "core/error.hpp"
+
+namespace npuopt::config {
+namespace {
+
+using detail::Fields;
+
+std::int64_t positive_integer(const Fields& fields, std::string_view key, std::int64_t fallback) {
+    std::int64_t value = fields.integer_or(key, fallback);
+    if (value <= 0) fields.fail_at(key, fmt::format("expected a positive integer, got {}", value));
+    return value;
+}
+
+}  // namespace
+
+std::optional<double> parse_duration_secs(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    double total_secs = 0.0;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        std::size_t digits_end = pos;
+        while (digits_end < text.size() && std::isdigit(static_cast<unsigned char>(text[digits_end]))) ++digits_end;
+        if (digits_end == pos || digits_end == text.size()) return std::nullopt;
+        double amount = std::stod(std::string(text.substr(pos, digits_end - pos)));
+        switch (text[digits_end]) {
+            case 's': total_secs += amount; break;
+            case 'm': total_secs += amount * 60; break;
+            case 'h': total_secs += amount * 3600; break;
+            case 'd': total_secs += amount * 86400; break;
+            default: return std::nullopt;
+        }
+        pos = digits_end + 1;
+    }
+    return total_secs;
+}
+
+CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) {
+    YAML::Node root = detail::load_yaml_file(campaign_yaml);
+    Fields top(campaign_yaml, root, "",
+               {"target", "kernels", "seed", "budgets", "sandbox", "toolchain", "acceptance", "llm"});
+    CampaignConfig config;
+    config.file = campaign_yaml;
+    config.dir = std::filesystem::absolute(campaign_yaml).parent_path().lexically_normal();
+    config.target = top.string("target");
+    if (config.target.empty()) top.fail_at("target", "expected a target name (a folder under knowledge/)");
+    config.kernels = top.string_list_or("kernels", {});
+    for (std::size_t kernel_idx = 0; kernel_idx < config.kernels.size(); ++kernel_idx) {
+        if (std::count(config.kernels.begin(), config.kernels.end(), config.kernels[kernel_idx]) > 1) {
+            top.fail_at("kernels", fmt::format("kernel '{}' is listed twice", config.kernels[kernel_idx]));
+        }
+    }
+    std::int64_t seed = top.integer_or("seed", 1);
+    if (seed < 0) top.fail_at("seed", "expected an integer >= 0");
+    config.seed = static_cast<std::uint64_t>(seed);
+
+    if (top.has("budgets")) {
+        Fields budgets = top.map("budgets", {"wall_time", "device_runs", "llm_tokens"});
+        if (budgets.has("wall_time")) {
+            config.budgets.wall_time_text = budgets.string("wall_time");
+            auto secs = parse_duration_secs(config.budgets.wall_time_text);
+            if (!secs || *secs <= 0) {
+                budgets.fail_at("wall_time", fmt::format("'{}' is not a duration (expected e.g. 45m, 2h, 1h30m, 3d)",
+                                                         config.budgets.wall_time_text));
+            }
+            config.budgets.wall_time_secs = *secs;
+        }
+        config.budgets.device_runs = positive_integer(budgets, "device_runs", config.budgets.device_runs);
+        config.budgets.llm_tokens = budgets.integer_or("llm_tokens", config.budgets.llm_tokens);
+        if (config.budgets.llm_tokens < 0) budgets.fail_at("llm_tokens", "expected an integer >= 0");
+    }
+    if (top.has("sandbox")) {
+        Fields sandbox = top.map("sandbox", {"required", "memory_mb", "cpu_secs", "file_mb", "processes"});
+        config.sandbox.required = sandbox.boolean_or("required", config.sandbox.required);
+        config.sandbox.memory_mb = positive_integer(sandbox, "memory_mb", config.sandbox.memory_mb);
+        config.sandbox.cpu_secs = positive_integer(sandbox, "cpu_secs", config.sandbox.cpu_secs);
+        config.sandbox.file_mb = positive_integer(sandbox, "file_mb", config.sandbox.file_mb);
+        config.sandbox.processes = positive_integer(sandbox, "processes", config.sandbox.processes);
+    }
+    if (top.has("toolchain")) {
+        Fields toolchain = top.map("toolchain", {"bin"});
+        std::string bin = toolchain.string_or("bin", "");
+        if (!bin.empty()) {
+            std::filesystem::path bin_path(bin);
+            config.toolchain_bin = bin_path.is_absolute() ? bin_path : (config.dir / bin_path).lexically_normal();
+        }
+    }
+    if (top.has("acceptance")) {
+        Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race"});
+        config.acceptance.alpha = acceptance.number_or("alpha", config.acceptance.alpha);
+        if (!(config.acceptance.alpha > 0 && config.acceptance.alpha < 0.5)) {
+            acceptance.fail_at("alpha", "expected a probability between 0 and 0.5 (e.g. 0.05)");
+        }
+        config.acceptance.min_effect = acceptance.number_or("min_effect", config.acceptance.min_effect);
+        if (!(config.acceptance.min_effect >= 0 && config.acceptance.min_effect < 1)) {
+            acceptance.fail_at("min_effect", "expected a fraction in [0, 1) (0.01 = 1 % faster)");
+        }
+        config.acceptance.max_runs_per_race =
+            acceptance.integer_or("max_runs_per_race", config.acceptance.max_runs_per_race);
+        if (config.acceptance.max_runs_per_race < 2) {
+            acceptance.fail_at("max_runs_per_race", "expected an integer >= 2 (runs are paired)");
+        }
+    }
+    if (top.has("llm")) {
+        Fields llm = top.map("llm", {"enabled", "endpoint", "model", "api_key_env"});
+        config.llm.enabled = llm.boolean_or("enabled", config.llm.enabled);
+        config.llm.endpoint = llm.string_or("endpoint", "");
+        config.llm.model = llm.string_or("model", "");
+        config.llm.api_key_env = llm.string_or("api_key_env", config.llm.api_key_env);
+        static const std::regex k_env_name_pattern("[A-Za-z_][A-Za-z0-9_]*");
+        if (!std::regex_match(config.llm.api_key_env, k_env_name_pattern)) {
+            llm.fail_at("api_key_env", "expected the NAME of an environment variable holding the key "
+                                       "(e.g. OPENAI_API_KEY), never the key itself");
+        }
+        if (config.llm.enabled) {
+            if (config.llm.endpoint.empty()) llm.fail_at("endpoint", "expected the endpoint URL when llm.enabled is true");
+            if (config.llm.endpoint.rfind("http://", 0) != 0 && config.llm.endpoint.rfind("https://", 0) != 0) {
+                llm.fail_at("endpoint", fmt::format("'{}' is not an http(s) URL", config.llm.endpoint));
+            }
+            if (config.llm.model.empty()) llm.fail_at("model", "expected a model name when llm.enabled is true");
+        }
+    }
+    return config;
+}
+
+void check_campaign_kernels(const CampaignConfig& campaign, const KernelsConfig& kernels) {
+    std::vector<std::string> known;
+    for (const auto& kernel : kernels.kernels) known.push_back(kernel.name);
+    for (const auto& name : campaign.kernels) {
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+            throw Error(ErrorKind::invalid_config,
+                        fmt::format("{}: key 'kernels': unknown kernel '{}' (kernels of {} in {}: {})",
+                                    campaign.file.string(), name, campaign.target, kernels.file.string(),
+                                    fmt::join(known, ", ")));
+        }
+    }
+}
+
+void apply_campaign_overrides(const CampaignConfig& campaign, TargetConfig& target) {
+    if (campaign.toolchain_bin) {
+        target.toolchain.bin = campaign.toolchain_bin->string();
+        target.toolchain.search_paths.clear();
+    }
+}
+
+std::string campaign_yaml_template(const std::string& target, const std::vector<std::string>& kernel_names,
+                                   std::uint64_t seed) {
+    CampaignConfig defaults;
+    return fmt::format(
+        R"(# npuopt campaign — written by `npuopt init`. Check it with `npuopt doctor --campaign <dir>`.
+# Unknown keys are errors; every key below except `target` may be left out (the value shown is the default).
+
+# The target: a folder under knowledge/ holding target.yaml, kernels.yaml and the vendor docs.
+target: {target}
+
+# Kernels to optimise (names from kernels.yaml); an empty list means all of them:
+#   {kernels}
+kernels: []
+
+# Seed of every random choice the campaign makes; the same seed replays the same campaign.
+seed: {seed}
+
+# What the campaign may spend before it stops.
+budgets:
+  wall_time: {wall_time}        # duration: 45m, 2h, 1h30m, 3d
+  device_runs: {device_runs}      # toolchain `run` invocations (scarce, noisy hardware time)
+  llm_tokens: {llm_tokens}          # 0: the LLM is never called
+
+# Every toolchain call (compiling and running generated code) runs in a bubblewrap sandbox.
+sandbox:
+  required: {required}      # true: refuse to run when bubblewrap is missing; false: warn and run unsandboxed
+  memory_mb: {memory_mb}       # address-space limit per call
+  cpu_secs: {cpu_secs}         # CPU-time limit per call
+  file_mb: {file_mb}         # largest file a call may write
+  processes: {processes}        # process limit per call
+
+# Toolchain override: a path to the executable, used instead of target.yaml's bin and search paths.
+toolchain:
+  bin: ""               # e.g. /opt/npu-sim/1.1/bin/npuc (relative paths are relative to this folder)
+
+# When a candidate replaces the champion (sequential test on paired, interleaved log-ratios).
+acceptance:
+  alpha: {alpha}           # false-accept rate
+  min_effect: {min_effect}      # minimum speedup worth accepting (0.01 = 1 %)
+  max_runs_per_race: {max_runs}  # paired runs before a race gives up
+
+# Optional LLM (OpenAI-compatible chat API). Without it every role uses its deterministic policy.
+llm:
+  enabled: false
+  endpoint: ""          # e.g. https://api.openai.com/v1
+  model: ""             # e.g. gpt-4o-mini
+  api_key_env: {api_key_env}  # the NAME of the environment variable holding the key; never the key itself
+)",
+        fmt::arg("target", target),
+        fmt::arg("kernels", kernel_names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(kernel_names, ", "))),
+        fmt::arg("seed", seed), fmt::arg("wall_time", defaults.budgets.wall_time_text),
+        fmt::arg("device_runs", defaults.budgets.device_runs), fmt::arg("llm_tokens", defaults.budgets.llm_tokens),
+        fmt::arg("required", defaults.sandbox.required ? "true" : "false"),
+        fmt::arg("memory_mb", defaults.sandbox.memory_mb), fmt::arg("cpu_secs", defaults.sandbox.cpu_secs),
+        fmt::arg("file_mb", defaults.sandbox.file_mb), fmt::arg("processes", defaults.sandbox.processes),
+        fmt::arg("alpha", defaults.acceptance.alpha), fmt::arg("min_effect", defaults.acceptance.min_effect),
+        fmt::arg("max_runs", defaults.acceptance.max_runs_per_race), fmt::arg("api_key_env", defaults.llm.api_key_env));
+}
+
+}  // namespace npuopt::config

@@ -1,0 +1,82 @@
+#pragma once
+// Typed contents of a campaign's campaign.yaml (written by `npuopt init`), its parser and the
+// commented template `npuopt init` writes.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/target_config.hpp"
+
+namespace npuopt::config {
+
+/// How much a campaign may spend before it stops.
+struct BudgetConfig {
+    std::string wall_time_text = "2h";   ///< as written, e.g. "2h", "1h30m", "45m", "2d"
+    double wall_time_secs = 7200.0;
+    std::int64_t device_runs = 2000;     ///< toolchain `run` invocations
+    std::int64_t llm_tokens = 0;         ///< 0: the LLM is never called
+};
+
+/// Sandbox policy and limits for every toolchain call.
+struct SandboxConfig {
+    bool required = true;                ///< refuse to run when bubblewrap is missing
+    std::int64_t memory_mb = 8192;       ///< RLIMIT_AS per call
+    std::int64_t cpu_secs = 600;         ///< RLIMIT_CPU per call
+    std::int64_t file_mb = 1024;         ///< RLIMIT_FSIZE per call
+    std::int64_t processes = 256;        ///< RLIMIT_NPROC per call
+};
+
+/// The judge's acceptance rule (see DESIGN.md "The statistics of acceptance").
+struct AcceptanceConfig {
+    double alpha = 0.05;                 ///< false-accept rate of the sequential test
+    double min_effect = 0.01;            ///< minimum speedup to accept (0.01 = 1 %)
+    std::int64_t max_runs_per_race = 16; ///< paired runs before a race gives up
+};
+
+/// OpenAI-compatible LLM endpoint; the key is read from the variable named by api_key_env.
+struct LlmConfig {
+    bool enabled = false;
+    std::string endpoint;                ///< e.g. https://api.openai.com/v1
+    std::string model;
+    std::string api_key_env = "OPENAI_API_KEY";  ///< NAME of the environment variable, never the key
+};
+
+/// campaign.yaml
+struct CampaignConfig {
+    std::filesystem::path file;          ///< the campaign.yaml read
+    std::filesystem::path dir;           ///< the campaign directory (holds campaign.db, events.jsonl)
+    std::string target;                  ///< a directory name under knowledge/
+    std::vector<std::string> kernels;    ///< subset of kernels.yaml; empty = all
+    std::uint64_t seed = 1;
+    BudgetConfig budgets;
+    SandboxConfig sandbox;
+    std::optional<std::filesystem::path> toolchain_bin;  ///< overrides target.yaml's bin (resolved against dir)
+    AcceptanceConfig acceptance;
+    LlmConfig llm;
+};
+
+/// File names inside a campaign directory.
+inline constexpr std::string_view k_campaign_file_name = "campaign.yaml";
+inline constexpr std::string_view k_campaign_db_name = "campaign.db";
+
+/// Parse and validate campaign.yaml; errors name file:line:column and the key.
+CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml);
+
+/// Check the campaign's kernel subset against kernels.yaml (error names campaign.yaml and the kernel).
+void check_campaign_kernels(const CampaignConfig& campaign, const KernelsConfig& kernels);
+
+/// Parse a duration such as "45s", "30m", "2h", "1h30m", "2d" into seconds; nullopt when malformed.
+std::optional<double> parse_duration_secs(std::string_view text);
+
+/// The commented campaign.yaml `npuopt init` writes (defaults of CampaignConfig, all kernels).
+std::string campaign_yaml_template(const std::string& target, const std::vector<std::string>& kernel_names,
+                                   std::uint64_t seed);
+
+/// Apply a campaign's overrides to its target: toolchain bin (search paths are dropped then).
+void apply_campaign_overrides(const CampaignConfig& campaign, TargetConfig& target);
+
+}  // namespace npuopt::config

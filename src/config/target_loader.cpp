@@ -1,0 +1,339 @@
+#include "config/target_loader.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/yaml_fields.hpp"
+#include "core/error.hpp"
+
+namespace npuopt::config {
+namespace {
+
+using detail::Fields;
+
+const std::regex k_identifier_pattern("[A-Za-z_][A-Za-z0-9_]*");
+const std::regex k_target_name_pattern("[a-z0-9][a-z0-9_.-]*");
+
+std::filesystem::path resolve_against(const std::filesystem::path& base, const std::filesystem::path& path) {
+    if (path.is_absolute()) return path.lexically_normal();
+    return (base / path).lexically_normal();
+}
+
+/// A string value with ${VAR}s expanded; errors name the key.
+std::string expanded_string(const std::filesystem::path& file, const YAML::Node& node, const std::string& key) {
+    std::string raw = detail::scalar_string(file, node, key);
+    std::string undefined;
+    auto expanded = expand_variables(raw, &undefined);
+    if (!expanded) {
+        detail::fail(file, node, key,
+                     fmt::format("variable ${{{}}} is not defined (set it in the environment)", undefined));
+    }
+    return *expanded;
+}
+
+std::vector<std::filesystem::path> path_list(const Fields& fields, std::string_view key,
+                                             const std::filesystem::path& base) {
+    std::vector<std::filesystem::path> paths;
+    if (!fields.has(key)) return paths;
+    YAML::Node list = fields.required(key, "a list of paths");
+    if (!list.IsSequence()) fields.fail_at(key, fmt::format("expected a list of paths, got {}", detail::describe(list)));
+    for (std::size_t item_idx = 0; item_idx < list.size(); ++item_idx) {
+        std::string item_key = fmt::format("{}[{}]", fields.key_path(key), item_idx);
+        std::string text = expanded_string(fields.file(), list[item_idx], item_key);
+        if (text.empty()) detail::fail(fields.file(), list[item_idx], item_key, "expected a path, got ''");
+        paths.push_back(resolve_against(base, text));
+    }
+    return paths;
+}
+
+/// Placeholders must be {name} with a lowercase identifier; braces must balance.
+void check_placeholders(const std::filesystem::path& file, const YAML::Node& node, const std::string& key,
+                        const std::string& arg) {
+    static const std::regex k_placeholder_pattern("[a-z_][a-z0-9_]*");
+    std::size_t pos = 0;
+    while (pos < arg.size()) {
+        std::size_t open = arg.find_first_of("{}", pos);
+        if (open == std::string::npos) break;
+        std::size_t close = arg[open] == '{' ? arg.find('}', open) : std::string::npos;
+        if (close == std::string::npos) {
+            detail::fail(file, node, key, fmt::format("unbalanced brace in '{}' (expected {{placeholder}})", arg));
+        }
+        std::string name = arg.substr(open + 1, close - open - 1);
+        if (!std::regex_match(name, k_placeholder_pattern)) {
+            detail::fail(file, node, key,
+                         fmt::format("placeholder '{{{}}}' in '{}' is not a lowercase name", name, arg));
+        }
+        pos = close + 1;
+    }
+}
+
+CommandSpec parse_command(const Fields& commands, std::string_view name) {
+    Fields command = commands.map(name, {"argv", "timeout_secs"});
+    CommandSpec spec;
+    spec.argv = command.string_list("argv");
+    if (spec.argv.empty()) command.fail_at("argv", "expected a non-empty list (the command and its arguments)");
+    YAML::Node argv_node = command.required("argv", "a list");
+    for (std::size_t arg_idx = 0; arg_idx < spec.argv.size(); ++arg_idx) {
+        check_placeholders(command.file(), argv_node[arg_idx], fmt::format("{}[{}]", command.key_path("argv"), arg_idx),
+                           spec.argv[arg_idx]);
+    }
+    spec.timeout_secs = command.number_or("timeout_secs", spec.timeout_secs);
+    if (!(spec.timeout_secs > 0)) command.fail_at("timeout_secs", "expected a positive number of seconds");
+    return spec;
+}
+
+ToolchainSpec parse_toolchain(const Fields& target, const std::filesystem::path& dir) {
+    Fields toolchain = target.map("toolchain", {"protocol", "bin", "search_paths", "env", "read_only_paths", "commands"});
+    ToolchainSpec spec;
+    spec.protocol = toolchain.string_or("protocol", spec.protocol);
+    if (spec.protocol != k_protocol_jsonl_v1) {
+        toolchain.fail_at("protocol", fmt::format("unsupported protocol '{}' (supported: {})", spec.protocol,
+                                                  k_protocol_jsonl_v1));
+    }
+    spec.bin = expanded_string(toolchain.file(), toolchain.required("bin", "a string"), toolchain.key_path("bin"));
+    if (spec.bin.empty()) toolchain.fail_at("bin", "expected the toolchain executable's name or path, got ''");
+    spec.search_paths = path_list(toolchain, "search_paths", dir);
+    spec.read_only_paths = path_list(toolchain, "read_only_paths", dir);
+    if (toolchain.has("env")) {
+        YAML::Node env = toolchain.required("env", "a map");
+        if (!env.IsMap()) toolchain.fail_at("env", fmt::format("expected a map of NAME: value, got {}", detail::describe(env)));
+        for (const auto& entry : env) {
+            std::string name = entry.first.Scalar();
+            std::string key = fmt::format("{}.{}", toolchain.key_path("env"), name);
+            if (!std::regex_match(name, k_identifier_pattern)) {
+                detail::fail(toolchain.file(), entry.first, key, "expected an environment variable name");
+            }
+            spec.env[name] = expanded_string(toolchain.file(), entry.second, key);
+        }
+    }
+    Fields commands = toolchain.map("commands", {"version", "check", "schedule", "run"});
+    spec.version = parse_command(commands, "version");
+    spec.check = parse_command(commands, "check");
+    spec.schedule = parse_command(commands, "schedule");
+    spec.run = parse_command(commands, "run");
+    return spec;
+}
+
+std::string path_string(const Fields& fields, std::string_view key) {
+    std::string text = expanded_string(fields.file(), fields.required(key, "a path"), fields.key_path(key));
+    if (text.empty()) fields.fail_at(key, "expected a path, got ''");
+    return text;
+}
+
+}  // namespace
+
+std::optional<std::string> expand_variables(std::string_view text, std::string* undefined) {
+    std::string result;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        std::size_t start = text.find("${", pos);
+        if (start == std::string_view::npos) {
+            result.append(text.substr(pos));
+            break;
+        }
+        std::size_t end = text.find('}', start);
+        if (end == std::string_view::npos) {
+            result.append(text.substr(pos));
+            break;
+        }
+        result.append(text.substr(pos, start - pos));
+        std::string name(text.substr(start + 2, end - start - 2));
+        if (const char* value = std::getenv(name.c_str()); value != nullptr && *value != '\0') {
+            result += value;
+        } else if (name == "NPUOPT_SOURCE_DIR") {
+            result += NPUOPT_SOURCE_DIR;
+        } else if (name == "NPUOPT_BUILD_DIR") {
+            result += NPUOPT_BUILD_DIR;
+        } else {
+            if (undefined != nullptr) *undefined = name;
+            return std::nullopt;
+        }
+        pos = end + 1;
+    }
+    return result;
+}
+
+TargetConfig load_target_config(const std::filesystem::path& target_yaml) {
+    YAML::Node root = detail::load_yaml_file(target_yaml);
+    Fields target(target_yaml, root, "",
+                  {"name", "description", "toolchain", "facts", "docs", "microbench", "templates", "kernels"});
+    TargetConfig config;
+    config.dir = std::filesystem::absolute(target_yaml).parent_path().lexically_normal();
+    config.name = target.string("name");
+    if (!std::regex_match(config.name, k_target_name_pattern)) {
+        target.fail_at("name", "expected a lowercase name (letters, digits, '-', '_', '.')");
+    }
+    std::string dir_name = config.dir.filename().string();
+    if (config.name != dir_name) {
+        target.fail_at("name", fmt::format("'{}' does not match its directory '{}' (they must be equal)", config.name,
+                                           dir_name));
+    }
+    config.description = target.string("description");
+    config.toolchain = parse_toolchain(target, config.dir);
+
+    YAML::Node facts = target.required("facts", "a map of public hardware facts");
+    if (!facts.IsMap()) target.fail_at("facts", fmt::format("expected a map, got {}", detail::describe(facts)));
+    for (const auto& entry : facts) {
+        std::string fact_name = entry.first.Scalar();
+        if (!std::regex_match(fact_name, k_identifier_pattern)) {
+            detail::fail(target_yaml, entry.first, "facts." + fact_name, "expected an identifier as the fact name");
+        }
+        Fields fact(target_yaml, entry.second, "facts." + fact_name, {"value", "unit", "description"});
+        HardwareFact hardware_fact;
+        hardware_fact.value = fact.number("value");
+        hardware_fact.unit = fact.string("unit");
+        hardware_fact.description = fact.string("description");
+        if (!config.facts.emplace(fact_name, hardware_fact).second) {
+            detail::fail(target_yaml, entry.first, "facts." + fact_name, "duplicate fact");
+        }
+    }
+    config.docs_dir = resolve_against(config.dir, path_string(target, "docs"));
+    config.microbench_dir = resolve_against(config.dir, path_string(target, "microbench"));
+    config.templates_dir = resolve_against(config.dir, path_string(target, "templates"));
+    config.kernels_file = resolve_against(config.dir, path_string(target, "kernels"));
+    return config;
+}
+
+KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml, const std::filesystem::path& templates_dir) {
+    static const std::set<std::string> k_roles = {"weight", "input", "output", "state"};
+    static const std::set<std::string> k_dtypes = {"fp8_e4m3", "fp4_e2m1", "bf16", "f32", "i32"};
+    YAML::Node root = detail::load_yaml_file(kernels_yaml);
+    Fields top(kernels_yaml, root, "", {"kernels"});
+    YAML::Node list = top.required("kernels", "a list of kernels");
+    if (!list.IsSequence() || list.size() == 0) {
+        top.fail_at("kernels", fmt::format("expected a non-empty list of kernels, got {}", detail::describe(list)));
+    }
+    KernelsConfig config;
+    config.file = kernels_yaml;
+    std::set<std::string> names;
+    for (std::size_t kernel_idx = 0; kernel_idx < list.size(); ++kernel_idx) {
+        Fields kernel(kernels_yaml, list[kernel_idx], fmt::format("kernels[{}]", kernel_idx),
+                      {"name", "description", "shape", "tolerance", "baseline", "tensors"});
+        KernelSpec spec;
+        spec.name = kernel.string("name");
+        if (!std::regex_match(spec.name, k_identifier_pattern)) kernel.fail_at("name", "expected an identifier");
+        if (!names.insert(spec.name).second) kernel.fail_at("name", fmt::format("duplicate kernel '{}'", spec.name));
+        spec.description = kernel.string("description");
+
+        YAML::Node shape = kernel.required("shape", "a map of shape variables to integers");
+        if (!shape.IsMap()) kernel.fail_at("shape", fmt::format("expected a map, got {}", detail::describe(shape)));
+        for (const auto& entry : shape) {
+            std::string var = entry.first.Scalar();
+            std::string key = fmt::format("{}.{}", kernel.key_path("shape"), var);
+            if (!std::regex_match(var, k_identifier_pattern)) {
+                detail::fail(kernels_yaml, entry.first, key, "expected an identifier as the variable name");
+            }
+            std::int64_t value = detail::scalar_integer(kernels_yaml, entry.second, key);
+            if (value <= 0) detail::fail(kernels_yaml, entry.second, key, "expected a positive integer");
+            spec.shape[var] = value;
+        }
+
+        Fields tolerance = kernel.map("tolerance", {"atol", "rtol"});
+        spec.atol = tolerance.number("atol");
+        spec.rtol = tolerance.number("rtol");
+        if (spec.atol < 0) tolerance.fail_at("atol", "expected a number >= 0");
+        if (spec.rtol < 0) tolerance.fail_at("rtol", "expected a number >= 0");
+
+        std::string baseline = path_string(kernel, "baseline");
+        spec.baseline = resolve_against(templates_dir, baseline);
+
+        YAML::Node tensors = kernel.required("tensors", "a list of tensors");
+        if (!tensors.IsSequence()) {
+            kernel.fail_at("tensors", fmt::format("expected a list of tensors, got {}", detail::describe(tensors)));
+        }
+        std::set<std::string> tensor_names;
+        for (std::size_t tensor_idx = 0; tensor_idx < tensors.size(); ++tensor_idx) {
+            Fields tensor(kernels_yaml, tensors[tensor_idx],
+                          fmt::format("{}[{}]", kernel.key_path("tensors"), tensor_idx),
+                          {"name", "role", "dtype", "shape"});
+            TensorSpec tensor_spec;
+            tensor_spec.name = tensor.string("name");
+            if (!tensor_names.insert(tensor_spec.name).second) {
+                tensor.fail_at("name", fmt::format("duplicate tensor '{}'", tensor_spec.name));
+            }
+            tensor_spec.role = tensor.string("role");
+            if (!k_roles.contains(tensor_spec.role)) {
+                tensor.fail_at("role", fmt::format("'{}' is not a role (expected one of: {})", tensor_spec.role,
+                                                   fmt::join(k_roles, ", ")));
+            }
+            tensor_spec.dtype = tensor.string("dtype");
+            if (!k_dtypes.contains(tensor_spec.dtype)) {
+                tensor.fail_at("dtype", fmt::format("'{}' is not a dtype (expected one of: {})", tensor_spec.dtype,
+                                                    fmt::join(k_dtypes, ", ")));
+            }
+            YAML::Node dims = tensor.required("shape", "a list of integers or shape-variable names");
+            if (!dims.IsSequence()) {
+                tensor.fail_at("shape", fmt::format("expected a list of integers or shape-variable names, got {}",
+                                                    detail::describe(dims)));
+            }
+            for (std::size_t dim_idx = 0; dim_idx < dims.size(); ++dim_idx) {
+                std::string key = fmt::format("{}[{}]", tensor.key_path("shape"), dim_idx);
+                std::string dim = detail::scalar_string(kernels_yaml, dims[dim_idx], key);
+                bool is_number = !dim.empty() && std::all_of(dim.begin(), dim.end(), [](char c) { return c >= '0' && c <= '9'; });
+                if (is_number) {
+                    if (std::stoll(dim) <= 0) detail::fail(kernels_yaml, dims[dim_idx], key, "expected a positive dimension");
+                } else if (!spec.shape.contains(dim)) {
+                    detail::fail(kernels_yaml, dims[dim_idx], key,
+                                 fmt::format("'{}' is neither an integer nor a shape variable of kernel '{}'", dim,
+                                             spec.name));
+                }
+                tensor_spec.shape.push_back(dim);
+            }
+            spec.tensors.push_back(std::move(tensor_spec));
+        }
+        config.kernels.push_back(std::move(spec));
+    }
+    return config;
+}
+
+std::filesystem::path locate_knowledge_dir(const std::optional<std::filesystem::path>& flag) {
+    std::filesystem::path dir;
+    std::string origin;
+    if (flag) {
+        dir = *flag;
+        origin = "--knowledge-dir";
+    } else if (const char* env = std::getenv("NPUOPT_KNOWLEDGE_DIR"); env != nullptr && *env != '\0') {
+        dir = env;
+        origin = "NPUOPT_KNOWLEDGE_DIR";
+    } else {
+        dir = std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge";
+        origin = "the source tree";
+    }
+    std::error_code error_code;
+    if (!std::filesystem::is_directory(dir, error_code)) {
+        throw Error(ErrorKind::invalid_config,
+                    fmt::format("knowledge directory {} (from {}) does not exist; pass --knowledge-dir or set "
+                                "NPUOPT_KNOWLEDGE_DIR to the repository's knowledge/ folder",
+                                dir.string(), origin));
+    }
+    return std::filesystem::absolute(dir).lexically_normal();
+}
+
+std::vector<std::string> list_targets(const std::filesystem::path& knowledge_dir) {
+    std::vector<std::string> names;
+    std::error_code error_code;
+    for (const auto& entry : std::filesystem::directory_iterator(knowledge_dir, error_code)) {
+        if (entry.is_directory() && std::filesystem::is_regular_file(entry.path() / "target.yaml")) {
+            names.push_back(entry.path().filename().string());
+        }
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+TargetConfig load_target(const std::filesystem::path& knowledge_dir, const std::string& name) {
+    std::vector<std::string> known = list_targets(knowledge_dir);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+        throw Error(ErrorKind::invalid_input,
+                    fmt::format("unknown target '{}' (known targets in {}: {})", name, knowledge_dir.string(),
+                                known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
+    }
+    return load_target_config(knowledge_dir / name / "target.yaml");
+}
+
+}  // namespace npuopt::config

@@ -1,0 +1,41 @@
+#pragma once
+// Parse and validate knowledge/<target>/target.yaml and kernels.yaml into target_config.hpp's
+// structs, and find targets in the repository's knowledge/ directory.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/target_config.hpp"
+
+namespace npuopt::config {
+
+/// The only toolchain output protocol supported so far.
+inline constexpr std::string_view k_protocol_jsonl_v1 = "npuopt-jsonl/1";
+
+/// Parse target.yaml; paths are resolved against its directory, ${VAR}s expanded.
+/// Throws Error(invalid_config) naming file:line and key on any problem.
+TargetConfig load_target_config(const std::filesystem::path& target_yaml);
+
+/// Parse kernels.yaml; baselines are resolved against `templates_dir`.
+KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml,
+                                  const std::filesystem::path& templates_dir);
+
+/// Expand ${NAME} from the environment, falling back to the compile-time NPUOPT_SOURCE_DIR and
+/// NPUOPT_BUILD_DIR; an undefined variable is an error (message without location; callers add it).
+/// Returns nullopt and fills `undefined` with the variable name when one is undefined.
+std::optional<std::string> expand_variables(std::string_view text, std::string* undefined = nullptr);
+
+/// The knowledge/ directory: `flag` when given, else $NPUOPT_KNOWLEDGE_DIR, else
+/// NPUOPT_SOURCE_DIR/knowledge. Throws Error(invalid_config) when it is not a directory.
+std::filesystem::path locate_knowledge_dir(const std::optional<std::filesystem::path>& flag);
+
+/// Names of targets under `knowledge_dir` (subdirectories holding a target.yaml), sorted.
+std::vector<std::string> list_targets(const std::filesystem::path& knowledge_dir);
+
+/// Load knowledge_dir/<name>/target.yaml; an unknown name is Error(invalid_input) listing the known ones.
+TargetConfig load_target(const std::filesystem::path& knowledge_dir, const std::string& name);
+
+}  // namespace npuopt::config
