@@ -1,0 +1,196 @@
+//! Event-driven timing model. Engines (DMA engines, tensor units, vector
+//! engines, switch ports) run their commands in issue order; a command has a
+//! fixed-latency phase and then optionally a fluid phase moving bytes through
+//! a shared pool (HBM sustained bandwidth, switch network) with max-min fair
+//! sharing. The host issues commands and blocks on waits.
+
+use std::collections::VecDeque;
+
+pub const NO_POOL: usize = usize::MAX;
+
+#[derive(Clone, Debug)]
+struct TCmd {
+    #[allow(dead_code)]
+    eng: usize,
+    issue: f64,
+    fixed: f64,
+    pool: usize,
+    bytes: f64,
+    max_rate: f64,
+    start: f64,
+    done: f64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Eng {
+    queue: VecDeque<usize>,
+    cur: Option<usize>,
+    fixed_end: f64,
+    fluid: bool,
+    remaining: f64,
+    pub busy: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Timing {
+    cmds: Vec<TCmd>,
+    engs: Vec<Eng>,
+    pools: Vec<f64>,
+    pub now: f64,
+    pub host: f64,
+    host_issue: f64,
+    active: usize,
+}
+
+impl Timing {
+    pub fn new(n_engines: usize, pools: Vec<f64>, host_issue: f64) -> Timing {
+        Timing { cmds: vec![], engs: vec![Eng::default(); n_engines], pools, now: 0.0, host: 0.0, host_issue, active: 0 }
+    }
+
+    /// Issue a command at the current host time; returns its id.
+    pub fn issue(&mut self, eng: usize, fixed: f64, pool: usize, bytes: f64, max_rate: f64) -> usize {
+        let id = self.cmds.len();
+        self.cmds.push(TCmd { eng, issue: self.host, fixed, pool, bytes, max_rate, start: f64::NAN, done: f64::NAN });
+        self.engs[eng].queue.push_back(id);
+        self.host += self.host_issue;
+        self.active += 1;
+        id
+    }
+
+    pub fn done_at(&self, id: usize) -> f64 {
+        self.cmds[id].done
+    }
+
+    pub fn wait(&mut self, id: usize) {
+        self.run(Some(id));
+        let d = self.cmds[id].done;
+        if d > self.host {
+            self.host = d;
+        }
+    }
+
+    pub fn finish(&mut self) -> f64 {
+        self.run(None);
+        self.now.max(self.host).max(self.cmds.iter().map(|c| c.done).fold(0.0, f64::max))
+    }
+
+    pub fn busy(&self, eng: usize) -> f64 {
+        self.engs[eng].busy
+    }
+
+    fn complete(&mut self, e: usize) {
+        let c = self.engs[e].cur.take().unwrap();
+        self.cmds[c].done = self.now;
+        self.engs[e].busy += self.now - self.cmds[c].start;
+        self.engs[e].fluid = false;
+        self.active -= 1;
+    }
+
+    fn run(&mut self, target: Option<usize>) {
+        let mut rates: Vec<f64> = vec![0.0; self.engs.len()];
+        loop {
+            // settle state at `now`
+            let mut progress = true;
+            while progress {
+                progress = false;
+                for e in 0..self.engs.len() {
+                    if self.engs[e].cur.is_none() {
+                        if let Some(&c) = self.engs[e].queue.front() {
+                            if self.cmds[c].issue <= self.now + 1e-9 {
+                                self.engs[e].queue.pop_front();
+                                self.engs[e].cur = Some(c);
+                                self.cmds[c].start = self.now;
+                                self.engs[e].fixed_end = self.now + self.cmds[c].fixed;
+                                self.engs[e].fluid = false;
+                                progress = true;
+                            }
+                        }
+                    }
+                    if let Some(c) = self.engs[e].cur {
+                        if !self.engs[e].fluid && self.engs[e].fixed_end <= self.now + 1e-9 {
+                            if self.cmds[c].bytes > 0.0 {
+                                self.engs[e].fluid = true;
+                                self.engs[e].remaining = self.cmds[c].bytes;
+                            } else {
+                                self.complete(e);
+                                progress = true;
+                            }
+                        }
+                        if self.engs[e].fluid && self.engs[e].remaining <= 1e-6 {
+                            self.complete(e);
+                            progress = true;
+                        }
+                    }
+                }
+            }
+            if let Some(t) = target {
+                if !self.cmds[t].done.is_nan() {
+                    return;
+                }
+            }
+            if self.active == 0 {
+                return;
+            }
+            // rates: max-min fair sharing per pool
+            for p in 0..self.pools.len() {
+                let mut flows: Vec<(f64, usize)> = vec![];
+                for e in 0..self.engs.len() {
+                    if self.engs[e].fluid {
+                        let c = self.engs[e].cur.unwrap();
+                        if self.cmds[c].pool == p {
+                            flows.push((self.cmds[c].max_rate, e));
+                        }
+                    }
+                }
+                if flows.is_empty() {
+                    continue;
+                }
+                flows.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+                let mut cap = self.pools[p];
+                let mut n = flows.len();
+                for (mr, e) in flows {
+                    let r = mr.min(cap / n as f64);
+                    rates[e] = r;
+                    cap -= r;
+                    n -= 1;
+                }
+            }
+            let mut next = f64::INFINITY;
+            for e in 0..self.engs.len() {
+                match self.engs[e].cur {
+                    Some(c) => {
+                        if self.engs[e].fluid {
+                            if self.cmds[c].pool == NO_POOL || self.cmds[c].pool >= self.pools.len() {
+                                rates[e] = self.cmds[c].max_rate;
+                            }
+                            let t = self.now + self.engs[e].remaining / rates[e].max(1e-12);
+                            next = next.min(t);
+                        } else {
+                            next = next.min(self.engs[e].fixed_end);
+                        }
+                    }
+                    None => {
+                        if let Some(&c) = self.engs[e].queue.front() {
+                            next = next.min(self.cmds[c].issue);
+                        }
+                    }
+                }
+            }
+            if !next.is_finite() {
+                // nothing can progress (should not happen)
+                return;
+            }
+            let dt = (next - self.now).max(0.0);
+            for e in 0..self.engs.len() {
+                if self.engs[e].fluid {
+                    self.engs[e].remaining -= rates[e] * dt;
+                    let c = self.engs[e].cur.unwrap();
+                    if self.engs[e].remaining <= 1e-9 * self.cmds[c].bytes.max(1.0) {
+                        self.engs[e].remaining = 0.0;
+                    }
+                }
+            }
+            self.now = next;
+        }
+    }
+}
