@@ -21,16 +21,6 @@ void require_config(bool condition, const char* field, const std::string& expect
     }
 }
 
-double spent_fraction(Spending spending, double total, double information) {
-    switch (spending) {
-        case Spending::obrien_fleming:
-            return 2.0 - 2.0 * normal_cdf(normal_quantile(1.0 - 0.5 * total) / std::sqrt(information));
-        case Spending::pocock:
-            return total * std::log1p((std::numbers::e - 1.0) * information);
-    }
-    return total;
-}
-
 std::vector<std::size_t> resolve_looks(const SequentialConfig& config) {
     if (!config.looks.empty()) return config.looks;
     std::vector<std::size_t> looks;
@@ -87,7 +77,7 @@ void place_bounds(const std::vector<std::vector<double>>& z, const std::vector<s
     std::vector<double> values;
     for (std::size_t look_idx = 0; look_idx < looks.size(); ++look_idx) {
         const double information = static_cast<double>(looks[look_idx]) / static_cast<double>(looks.back());
-        const double target = spent_fraction(spending, total, information) * static_cast<double>(path_count);
+        const double target = error_spent(spending, total, information) * static_cast<double>(path_count);
         const auto allowed_total = static_cast<std::size_t>(std::floor(target + 1e-9));
         const std::size_t allowed_new = allowed_total > crossed ? allowed_total - crossed : 0;
         values.clear();
@@ -124,6 +114,16 @@ std::string format_bound(double bound) {
 }
 
 }  // namespace
+
+double error_spent(Spending spending, double total, double information) {
+    switch (spending) {
+        case Spending::obrien_fleming:
+            return 2.0 - 2.0 * normal_cdf(normal_quantile(1.0 - 0.5 * total) / std::sqrt(information));
+        case Spending::pocock:
+            return total * std::log1p((std::numbers::e - 1.0) * information);
+    }
+    return total;
+}
 
 SequentialConfig SequentialConfig::strict() {
     SequentialConfig config;

@@ -30,6 +30,9 @@ enum class Spending {
     pocock,          ///< gamma log(1 + (e - 1) t): evenly spread, stops early on large effects
 };
 
+/// Error spent by information fraction t in (0, 1] for a total error `total` (alpha or beta).
+double error_spent(Spending spending, double total, double information);
+
 /// The pre-registered parameters of one race's test.
 struct SequentialConfig {
     double alpha = 0.05;       ///< P(accept) when the candidate is not faster (median d = 0)

@@ -339,7 +339,8 @@ Interval hodges_lehmann_interval(std::span<const double> values, double level) {
     const std::size_t n = values.size();
     const std::size_t count = walsh.size();
     const double tail = 0.5 * (1.0 - level);
-    // cut = number of Walsh averages dropped from each end = largest c + 1 with P(W+ <= c) <= tail.
+    // CI = [W_(c+1), W_(M-c)] (1-based order statistics of the M Walsh averages) with c the
+    // largest value with P(W+ <= c) <= tail: c averages are dropped from each end.
     std::size_t cut = 0;
     if (n <= 60) {
         const std::vector<double> pmf = signed_rank_pmf(n);
@@ -347,14 +348,14 @@ Interval hodges_lehmann_interval(std::span<const double> values, double level) {
         for (std::size_t w = 0; w < pmf.size(); ++w) {
             cumulative += pmf[w];
             if (cumulative > tail) break;
-            cut = w + 1;
+            cut = w;
         }
     } else {
         const double n_real = static_cast<double>(n);
         const double centre = n_real * (n_real + 1.0) / 4.0;
         const double spread = std::sqrt(n_real * (n_real + 1.0) * (2.0 * n_real + 1.0) / 24.0);
         cut = static_cast<std::size_t>(
-            std::max(0.0, std::floor(centre + normal_quantile(tail) * spread - 0.5) + 1.0));
+            std::max(0.0, std::floor(centre + normal_quantile(tail) * spread - 0.5)));
     }
     cut = std::min(cut, (count - 1) / 2);
     return {walsh[cut], walsh[count - 1 - cut]};
