@@ -204,9 +204,16 @@ pub fn gen_inputs_one(kernel: &str, s: &Shape, seed: u64, name: &str) -> Vec<u8>
 }
 
 fn gen_tensor(kernel: &str, s: &Shape, seed: u64, ti: usize, t: &TensorSpec) -> Vec<u8> {
+    let mut b = vec![0u8; t.bytes() as usize];
+    gen_tensor_into(kernel, s, seed, ti, t, &mut b);
+    b
+}
+
+/// Generate tensor `ti` into `b` (which must be zeroed and t.bytes() long).
+pub fn gen_tensor_into(kernel: &str, s: &Shape, seed: u64, ti: usize, t: &TensorSpec, b: &mut [u8]) {
     {
         let stream = crate::hot::mix(ti as u64 + 1) ^ (kernel.len() as u64 * 7919) ^ t.name.bytes().fold(0u64, |a, b| a.wrapping_mul(131).wrapping_add(b as u64));
-        let mut b = vec![0u8; t.bytes() as usize];
+        let b = &mut *b;
         let k_dim = *t.dims.last().unwrap() as f64;
         match (t.name, t.dt) {
             (_, _) if t.role == Role::Output => {}
@@ -214,10 +221,10 @@ fn gen_tensor(kernel: &str, s: &Shape, seed: u64, ti: usize, t: &TensorSpec) -> 
                 let p = (rng(seed, stream, 0) % 32768) as i32;
                 b.copy_from_slice(&p.to_le_bytes());
             }
-            ("x", _) => put_bf16(&mut b, seed, stream, -2.0, 2.0),
-            ("attn", _) | ("k_cache", _) | ("v_cache", _) => put_bf16(&mut b, seed, stream, -1.0, 1.0),
-            ("residual", _) => put_bf16(&mut b, seed, stream, -2.0, 2.0),
-            (n, Dt::Bf16) if n.ends_with("norm") => put_bf16(&mut b, seed, stream, 0.5, 1.5),
+            ("x", _) => put_bf16(b, seed, stream, -2.0, 2.0),
+            ("attn", _) | ("k_cache", _) | ("v_cache", _) => put_bf16(b, seed, stream, -1.0, 1.0),
+            ("residual", _) => put_bf16(b, seed, stream, -2.0, 2.0),
+            (n, Dt::Bf16) if n.ends_with("norm") => put_bf16(b, seed, stream, 0.5, 1.5),
             (n, Dt::Bf16) if n.ends_with("_scale") => {
                 // per output channel scale; K = input dim of the matrix
                 let kin = match kernel {
@@ -225,22 +232,22 @@ fn gen_tensor(kernel: &str, s: &Shape, seed: u64, ti: usize, t: &TensorSpec) -> 
                     _ => s.hidden as f64,
                 };
                 let base = 1.0 / (kin.sqrt() * fp8_w_rms() as f64);
-                put_bf16(&mut b, seed, stream, 0.5 * base, 1.5 * base)
+                put_bf16(b, seed, stream, 0.5 * base, 1.5 * base)
             }
             (_, Dt::Fp8E4m3) if t.role == Role::Weight && !t.name.ends_with("_bs") => {
-                fill_bytes(seed, stream, &mut b);
+                fill_bytes(seed, stream, b);
                 for x in b.iter_mut() {
                     *x &= 0xBF; // sign + codes 0..=0x3F (|w| < 2)
                 }
             }
             (_, Dt::Fp8E4m3) => {
                 // block scales: exponent field 6 or 7 → values in [0.5, 1.875]
-                fill_bytes(seed, stream, &mut b);
+                fill_bytes(seed, stream, b);
                 for x in b.iter_mut() {
                     *x = (if *x & 0x80 != 0 { 7 << 3 } else { 6 << 3 }) | (*x & 7);
                 }
             }
-            (_, Dt::Fp4E2m1) => fill_bytes(seed, stream, &mut b),
+            (_, Dt::Fp4E2m1) => fill_bytes(seed, stream, b),
             (_, Dt::F32) => {
                 // per-matrix scale; the matrix is the tensor before the _s suffix: K = its last dim
                 let kin = if t.name == "w_down_s" { s.ffn } else { s.hidden } as f64;
@@ -248,9 +255,8 @@ fn gen_tensor(kernel: &str, s: &Shape, seed: u64, ti: usize, t: &TensorSpec) -> 
                 let v = (0.8 + 0.4 * unit(rng(seed, stream, 0))) / (kin.sqrt() * 2.93 * 1.15);
                 b.copy_from_slice(&(v as f32).to_le_bytes());
             }
-            _ => fill_bytes(seed, stream, &mut b),
+            _ => fill_bytes(seed, stream, b),
         }
-        b
     }
 }
 
@@ -293,10 +299,15 @@ fn gemv_fp4(w: &[u8], bs: &[u8], rows: usize, k: usize, x: &[f32], s: f32) -> Ve
 }
 
 /// Reference outputs: (tensor index, bytes) for every output/state tensor.
-pub fn reference(kernel: &str, s: &Shape, inp: &[Vec<u8>]) -> Vec<(usize, Vec<u8>)> {
+pub fn reference<T: AsRef<[u8]>>(kernel: &str, s: &Shape, inp: &[T]) -> Vec<(usize, Vec<u8>)> {
+    let v: Vec<&[u8]> = inp.iter().map(|x| x.as_ref()).collect();
+    reference_impl(kernel, s, &v)
+}
+
+fn reference_impl(kernel: &str, s: &Shape, inp: &[&[u8]]) -> Vec<(usize, Vec<u8>)> {
     let sp = specs(kernel, s);
     let ix = |n: &str| sp.iter().position(|t| t.name == n).unwrap();
-    let g = |n: &str| &inp[ix(n)];
+    let g = |n: &str| inp[ix(n)];
     let f32s = |n: &str| f32::from_le_bytes(g(n)[0..4].try_into().unwrap());
     let (h, l) = (s.hidden as usize, s.ffn as usize);
     match kernel {
@@ -338,8 +349,8 @@ pub fn reference(kernel: &str, s: &Shape, inp: &[Vec<u8>]) -> Vec<(usize, Vec<u8
                 rope(&mut y, pos, ROPE_THETA);
                 qo.extend(y);
             }
-            let mut kc = g("k_cache").clone();
-            let mut vc = g("v_cache").clone();
+            let mut kc = g("k_cache").to_vec();
+            let mut vc = g("v_cache").to_vec();
             for (hi, hd) in k.chunks(d).enumerate() {
                 let mut y = rmsnorm(hd, &kn);
                 rope(&mut y, pos, ROPE_THETA);

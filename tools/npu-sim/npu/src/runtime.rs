@@ -112,29 +112,37 @@ pub fn trace(kernel: &str, shape: Shape, p: &Profile, f: &dyn Fn(&mut Ctx)) -> T
 /// outputs (stale leftovers of an earlier run).
 pub fn exec(kernel: &str, shape: Shape, p: &Profile, seed: u64, check: bool, poison: bool, f: &dyn Fn(&mut Ctx)) -> ExecResult {
     let mut ctx = Ctx::new(Mode::Exec, p.clone(), kernel, shape, seed);
-    let inputs = refk::gen_inputs(kernel, &shape, seed);
+    for i in 0..ctx.tensors.len() {
+        let a = ctx.tensors[i].addr as usize;
+        let spec = ctx.tensors[i].spec.clone();
+        let n = spec.bytes() as usize;
+        refk::gen_tensor_into(kernel, &shape, seed, i, &spec, &mut ctx.hbm[a..a + n]);
+    }
+    let refs = if check {
+        let views: Vec<&[u8]> = ctx.tensors.iter().map(|t| &ctx.hbm[t.addr as usize..(t.addr + t.spec.bytes()) as usize]).collect();
+        Some(refk::reference(kernel, &shape, &views))
+    } else {
+        None
+    };
     let leftovers = if poison { None } else { Some(refk::reference(kernel, &shape, &refk::gen_inputs(kernel, &shape, 0))) };
-    for (i, t) in ctx.tensors.iter().enumerate() {
-        let a = t.addr as usize;
-        let n = inputs[i].len();
+    for i in 0..ctx.tensors.len() {
+        let t = &ctx.tensors[i];
         if t.spec.role == Role::Output {
+            let a = t.addr as usize;
+            let n = t.spec.bytes() as usize;
             let fill: Vec<u8> = match &leftovers {
                 Some(l) => l.iter().find(|(ix, _)| *ix == i).map(|(_, b)| b.clone()).unwrap(),
                 None => [0xC0u8, 0x7F].iter().cycle().take(n).cloned().collect(), // bf16 NaN
             };
             ctx.hbm[a..a + n].copy_from_slice(&fill);
-        } else {
-            ctx.hbm[a..a + n].copy_from_slice(&inputs[i]);
         }
     }
     run_kernel(&mut ctx, f);
     let b = breakdown(&ctx, p);
     let trace = TraceResult { est_cycles: ctx.est.finish(), dev_cycles: ctx.dev.finish(), hang: ctx.hang.is_some(), counts: ctx.counts.clone(), breakdown: b, diags: std::mem::take(&mut ctx.diags) };
-    let verify = if check && trace.diags.is_empty() {
-        let refs = refk::reference(kernel, &shape, &inputs);
-        Some(compare(kernel, &ctx, &refs))
-    } else {
-        None
+    let verify = match refs {
+        Some(r) if trace.diags.is_empty() => Some(compare(kernel, &ctx, &r)),
+        _ => None,
     };
     ExecResult { trace, verify }
 }

@@ -445,17 +445,12 @@ impl Ctx {
     }
 
     fn fail(&mut self, d: Diag) -> Token {
-        if self.diags.len() < MAX_DIAGS {
-            self.diags.push(d);
-        }
-        if self.mode == Mode::Exec {
-            std::panic::panic_any(Abort);
-        }
-        Token { id: usize::MAX }
+        self.fail_all(vec![d])
     }
     fn fail_all(&mut self, ds: Vec<Diag>) -> Token {
         for d in ds {
-            if self.diags.len() < MAX_DIAGS {
+            let dup = self.diags.iter().any(|e| e.code == d.code && e.span.as_ref().map(|s| (s.line, s.col)) == d.span.as_ref().map(|s| (s.line, s.col)));
+            if !dup && self.diags.len() < MAX_DIAGS {
                 self.diags.push(d);
             }
         }
