@@ -1,0 +1,269 @@
+#include "store/database.hpp"
+
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+
+namespace npuopt::store {
+namespace {
+
+/// Prepared statement, finalised on scope exit.
+class Statement {
+public:
+    Statement(sqlite3* handle, std::string_view sql) {
+        if (sqlite3_prepare_v2(handle, sql.data(), static_cast<int>(sql.size()), &m_statement, nullptr) != SQLITE_OK) {
+            throw Error(ErrorKind::store,
+                        fmt::format("cannot prepare SQL ({}): {}", sqlite3_errmsg(handle), sql));
+        }
+    }
+    ~Statement() { sqlite3_finalize(m_statement); }
+    Statement(const Statement&) = delete;
+    Statement& operator=(const Statement&) = delete;
+
+    void bind(std::initializer_list<Value> params) {
+        int param_idx = 1;
+        for (const Value& param : params) {
+            int rc = SQLITE_OK;
+            if (std::holds_alternative<std::nullptr_t>(param)) {
+                rc = sqlite3_bind_null(m_statement, param_idx);
+            } else if (const auto* integer = std::get_if<std::int64_t>(&param)) {
+                rc = sqlite3_bind_int64(m_statement, param_idx, *integer);
+            } else if (const auto* real = std::get_if<double>(&param)) {
+                rc = sqlite3_bind_double(m_statement, param_idx, *real);
+            } else {
+                const auto& text = std::get<std::string>(param);
+                rc = sqlite3_bind_text(m_statement, param_idx, text.data(), static_cast<int>(text.size()),
+                                       SQLITE_TRANSIENT);
+            }
+            if (rc != SQLITE_OK) throw Error(ErrorKind::store, fmt::format("cannot bind parameter {}", param_idx));
+            ++param_idx;
+        }
+    }
+
+    /// Step once: true when a row is available.
+    bool step(sqlite3* handle) {
+        int rc = sqlite3_step(m_statement);
+        if (rc == SQLITE_ROW) return true;
+        if (rc == SQLITE_DONE) return false;
+        throw Error(ErrorKind::store, fmt::format("SQL failed ({}): {}", sqlite3_errmsg(handle),
+                                                  sqlite3_sql(m_statement)));
+    }
+
+    Row row() {
+        Row values;
+        int column_count = sqlite3_column_count(m_statement);
+        for (int column_idx = 0; column_idx < column_count; ++column_idx) {
+            switch (sqlite3_column_type(m_statement, column_idx)) {
+                case SQLITE_NULL: values.emplace_back(nullptr); break;
+                case SQLITE_INTEGER: values.emplace_back(static_cast<std::int64_t>(sqlite3_column_int64(m_statement, column_idx))); break;
+                case SQLITE_FLOAT: values.emplace_back(sqlite3_column_double(m_statement, column_idx)); break;
+                default: {
+                    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(m_statement, column_idx));
+                    values.emplace_back(std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(m_statement, column_idx))));
+                }
+            }
+        }
+        return values;
+    }
+
+private:
+    sqlite3_stmt* m_statement = nullptr;
+};
+
+}  // namespace
+
+std::int64_t as_int(const Value& value) {
+    if (const auto* integer = std::get_if<std::int64_t>(&value)) return *integer;
+    if (const auto* real = std::get_if<double>(&value)) return static_cast<std::int64_t>(*real);
+    throw Error(ErrorKind::store, "expected an integer column");
+}
+
+double as_double(const Value& value) {
+    if (const auto* real = std::get_if<double>(&value)) return *real;
+    if (const auto* integer = std::get_if<std::int64_t>(&value)) return static_cast<double>(*integer);
+    throw Error(ErrorKind::store, "expected a numeric column");
+}
+
+std::string as_text(const Value& value) {
+    if (const auto* text = std::get_if<std::string>(&value)) return *text;
+    if (std::holds_alternative<std::nullptr_t>(value)) return {};
+    if (const auto* integer = std::get_if<std::int64_t>(&value)) return std::to_string(*integer);
+    return fmt::format("{}", std::get<double>(value));
+}
+
+std::optional<std::int64_t> as_optional_int(const Value& value) {
+    if (std::holds_alternative<std::nullptr_t>(value)) return std::nullopt;
+    return as_int(value);
+}
+
+std::optional<double> as_optional_double(const Value& value) {
+    if (std::holds_alternative<std::nullptr_t>(value)) return std::nullopt;
+    return as_double(value);
+}
+
+Value optional_value(const std::optional<std::int64_t>& value) {
+    return value ? Value(*value) : Value(nullptr);
+}
+
+Value optional_value(const std::optional<double>& value) { return value ? Value(*value) : Value(nullptr); }
+
+int current_schema_version() { return migrations().back().version; }
+
+Database Database::open(const std::filesystem::path& file, const Options& options) {
+    std::error_code error_code;
+    if (!options.create && !std::filesystem::is_regular_file(file, error_code)) {
+        throw Error(ErrorKind::store, fmt::format("database {} does not exist (is this a campaign directory? "
+                                                  "create one with `npuopt init`)",
+                                                  file.string()));
+    }
+    sqlite3* handle = nullptr;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(file.string().c_str(), &handle, flags, nullptr);
+    if (rc != SQLITE_OK) {
+        std::string message = handle != nullptr ? sqlite3_errmsg(handle) : "out of memory";
+        sqlite3_close(handle);
+        throw Error(ErrorKind::store, fmt::format("cannot open database {}: {}", file.string(), message));
+    }
+    Database database(handle, file);
+    sqlite3_busy_timeout(handle, options.busy_timeout_ms);
+    sqlite3_extended_result_codes(handle, 1);
+    auto check = database.query("PRAGMA schema_version");  // fails fast on a file that is not SQLite
+    (void)check;
+    database.execute_script("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;");
+    int version = database.schema_version();
+    if (version > current_schema_version()) {
+        throw Error(ErrorKind::store,
+                    fmt::format("database {} has schema version {}, newer than this npuopt's {} (upgrade npuopt)",
+                                file.string(), version, current_schema_version()));
+    }
+    if (options.migrate) database.migrate(options.migrate_to);
+    return database;
+}
+
+Database::Database(Database&& other) noexcept
+    : m_handle(other.m_handle), m_file(std::move(other.m_file)), m_transaction_depth(other.m_transaction_depth),
+      m_fault_countdown(other.m_fault_countdown) {
+    other.m_handle = nullptr;
+}
+
+Database& Database::operator=(Database&& other) noexcept {
+    if (this != &other) {
+        sqlite3_close_v2(m_handle);
+        m_handle = other.m_handle;
+        m_file = std::move(other.m_file);
+        m_transaction_depth = other.m_transaction_depth;
+        m_fault_countdown = other.m_fault_countdown;
+        other.m_handle = nullptr;
+    }
+    return *this;
+}
+
+Database::~Database() { sqlite3_close_v2(m_handle); }
+
+void Database::fail(std::string_view what) {
+    throw Error(ErrorKind::store, fmt::format("{} ({}): {}", what, m_file.string(), sqlite3_errmsg(m_handle)));
+}
+
+int Database::schema_version() {
+    return static_cast<int>(as_int(query("PRAGMA user_version").at(0).at(0)));
+}
+
+void Database::migrate(std::optional<int> to) {
+    int target_version = to.value_or(current_schema_version());
+    for (const Migration& migration : migrations()) {
+        int version = schema_version();
+        if (migration.version <= version || migration.version > target_version) continue;
+        if (migration.version != version + 1) {
+            throw Error(ErrorKind::internal, fmt::format("migration list has a gap before version {}", migration.version));
+        }
+        spdlog::debug("migrating {} to schema version {}: {}", m_file.string(), migration.version, migration.description);
+        Transaction transaction(*this);
+        execute_script(migration.sql);
+        execute_script(fmt::format("PRAGMA user_version = {}", migration.version));
+        transaction.commit();
+    }
+}
+
+int Database::execute(std::string_view sql, std::initializer_list<Value> params) {
+    if (m_fault_countdown) {
+        if (--*m_fault_countdown <= 0) {
+            m_fault_countdown.reset();
+            throw Error(ErrorKind::store, fmt::format("injected fault before: {}", sql));
+        }
+    }
+    Statement statement(m_handle, sql);
+    statement.bind(params);
+    while (statement.step(m_handle)) {
+    }
+    return sqlite3_changes(m_handle);
+}
+
+std::vector<Row> Database::query(std::string_view sql, std::initializer_list<Value> params) {
+    Statement statement(m_handle, sql);
+    statement.bind(params);
+    std::vector<Row> rows;
+    while (statement.step(m_handle)) rows.push_back(statement.row());
+    return rows;
+}
+
+void Database::execute_script(std::string_view sql) {
+    char* message = nullptr;
+    std::string text(sql);
+    if (sqlite3_exec(m_handle, text.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+        std::string reason = message != nullptr ? message : "unknown error";
+        sqlite3_free(message);
+        throw Error(ErrorKind::store, fmt::format("SQL failed on {}: {}", m_file.string(), reason));
+    }
+}
+
+std::int64_t Database::last_insert_id() { return sqlite3_last_insert_rowid(m_handle); }
+
+Transaction Database::transaction() { return Transaction(*this); }
+
+std::string Database::integrity_check() { return as_text(query("PRAGMA integrity_check").at(0).at(0)); }
+
+std::string Database::journal_mode() { return as_text(query("PRAGMA journal_mode").at(0).at(0)); }
+
+Transaction::Transaction(Database& database) : m_database(&database), m_depth(database.m_transaction_depth) {
+    if (m_depth == 0) {
+        m_database->execute_script("BEGIN IMMEDIATE");
+    } else {
+        m_database->execute_script(fmt::format("SAVEPOINT npuopt_{}", m_depth));
+    }
+    ++m_database->m_transaction_depth;
+}
+
+Transaction::Transaction(Transaction&& other) noexcept
+    : m_database(other.m_database), m_depth(other.m_depth), m_done(other.m_done) {
+    other.m_done = true;
+}
+
+void Transaction::commit() {
+    if (m_done) throw Error(ErrorKind::internal, "transaction committed twice");
+    if (m_depth == 0) {
+        m_database->execute_script("COMMIT");
+    } else {
+        m_database->execute_script(fmt::format("RELEASE npuopt_{}", m_depth));
+    }
+    m_done = true;
+    --m_database->m_transaction_depth;
+}
+
+Transaction::~Transaction() {
+    if (m_done) return;
+    try {
+        if (m_depth == 0) {
+            m_database->execute_script("ROLLBACK");
+        } else {
+            m_database->execute_script(fmt::format("ROLLBACK TO npuopt_{0}; RELEASE npuopt_{0}", m_depth));
+        }
+    } catch (const Error& error) {
+        spdlog::error("rollback failed: {}", error.what());
+    }
+    --m_database->m_transaction_depth;
+}
+
+}  // namespace npuopt::store

@@ -1,0 +1,116 @@
+#pragma once
+// A SQLite connection with the campaign's pragmas (WAL, foreign keys, busy timeout), schema
+// migrations keyed by PRAGMA user_version, RAII transactions and a fault-injection countdown.
+// Only store/ includes sqlite3.h, and only in .cpp files.
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+struct sqlite3;
+
+namespace npuopt::store {
+
+/// A bound parameter or a column value.
+using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
+/// One result row, columns in SELECT order.
+using Row = std::vector<Value>;
+
+std::int64_t as_int(const Value& value);               ///< integer column (error when NULL or text)
+double as_double(const Value& value);                  ///< numeric column
+std::string as_text(const Value& value);               ///< text column ("" for NULL)
+std::optional<std::int64_t> as_optional_int(const Value& value);
+std::optional<double> as_optional_double(const Value& value);
+Value optional_value(const std::optional<std::int64_t>& value);
+Value optional_value(const std::optional<double>& value);
+
+/// One migration step: the SQL that takes the schema from version-1 to version.
+struct Migration {
+    int version;
+    std::string_view description;
+    std::string_view sql;
+};
+
+/// The ordered migration steps; the last one's version is the current schema version.
+const std::vector<Migration>& migrations();
+int current_schema_version();
+
+class Transaction;
+
+/// An open database file. Move-only; closes on destruction.
+class Database {
+public:
+    struct Options {
+        bool create = true;                 ///< create the file when missing (else Error(store))
+        bool migrate = true;                ///< apply pending migrations on open
+        std::optional<int> migrate_to;      ///< stop at this version (tests create older schemas)
+        int busy_timeout_ms = 5000;
+    };
+
+    static Database open(const std::filesystem::path& file, const Options& options);
+    static Database open(const std::filesystem::path& file) { return open(file, Options{}); }
+    Database(Database&& other) noexcept;
+    Database& operator=(Database&& other) noexcept;
+    Database(const Database&) = delete;
+    Database& operator=(const Database&) = delete;
+    ~Database();
+
+    /// PRAGMA user_version of the file.
+    int schema_version();
+    /// Apply pending migration steps up to `to` (default: current), each in its own transaction.
+    void migrate(std::optional<int> to = std::nullopt);
+
+    /// Run a statement that changes data; returns the number of changed rows.
+    int execute(std::string_view sql, std::initializer_list<Value> params = {});
+    /// Run a query; returns all rows.
+    std::vector<Row> query(std::string_view sql, std::initializer_list<Value> params = {});
+    /// Run SQL text of one or more statements without parameters (schema, pragmas).
+    void execute_script(std::string_view sql);
+    std::int64_t last_insert_id();
+
+    /// Begin a transaction (nested calls become savepoints).
+    Transaction transaction();
+
+    /// Fault injection: the Nth write (execute) from now fails with Error(store); nullopt disables.
+    void set_fault_countdown(std::optional<int> writes_until_fault) { m_fault_countdown = writes_until_fault; }
+
+    /// "ok" when PRAGMA integrity_check passes, else its first complaint.
+    std::string integrity_check();
+    /// PRAGMA journal_mode (e.g. "wal").
+    std::string journal_mode();
+    const std::filesystem::path& file() const { return m_file; }
+
+private:
+    friend class Transaction;
+    Database(sqlite3* handle, std::filesystem::path file) : m_handle(handle), m_file(std::move(file)) {}
+    [[noreturn]] void fail(std::string_view what);
+
+    sqlite3* m_handle = nullptr;
+    std::filesystem::path m_file;
+    int m_transaction_depth = 0;
+    std::optional<int> m_fault_countdown;
+};
+
+/// RAII transaction: rolls back on destruction unless commit() was called.
+class Transaction {
+public:
+    explicit Transaction(Database& database);
+    Transaction(Transaction&& other) noexcept;
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    Transaction& operator=(Transaction&&) = delete;
+    ~Transaction();
+    void commit();
+
+private:
+    Database* m_database;
+    int m_depth;
+    bool m_done = false;
+};
+
+}  // namespace npuopt::store

@@ -1,0 +1,99 @@
+// The schema, as an ordered list of migration steps (SCHEMA.md describes the tables).
+// Never edit a released step: append a new one.
+
+#include "store/database.hpp"
+
+namespace npuopt::store {
+
+const std::vector<Migration>& migrations() {
+    static const std::vector<Migration> k_migrations = {
+        {1, "campaign meta, toolchain versions, designs, evaluations, measurements, events", R"sql(
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE toolchain_versions (
+    id         INTEGER PRIMARY KEY,
+    target     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    version    TEXT NOT NULL,
+    first_seen TEXT NOT NULL,
+    UNIQUE (target, name, version)
+);
+CREATE TABLE designs (
+    id           INTEGER PRIMARY KEY,
+    content_hash TEXT NOT NULL UNIQUE,
+    target       TEXT NOT NULL,
+    kernel       TEXT NOT NULL,
+    shape        TEXT NOT NULL,
+    template     TEXT NOT NULL,
+    params       TEXT NOT NULL DEFAULT '{}',
+    source       TEXT,
+    parent_id    INTEGER REFERENCES designs (id),
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX designs_by_kernel ON designs (target, kernel, shape);
+CREATE TABLE evaluations (
+    id                   INTEGER PRIMARY KEY,
+    design_id            INTEGER NOT NULL REFERENCES designs (id),
+    toolchain_version_id INTEGER REFERENCES toolchain_versions (id),
+    bench_config_hash    TEXT NOT NULL,
+    stage                TEXT NOT NULL,
+    verdict              TEXT NOT NULL,
+    reason               TEXT NOT NULL DEFAULT '',
+    secs                 REAL NOT NULL DEFAULT 0,
+    stale                INTEGER NOT NULL DEFAULT 0,
+    created_at           TEXT NOT NULL
+);
+CREATE INDEX evaluations_by_design ON evaluations (design_id, stage);
+CREATE TABLE measurements (
+    id            INTEGER PRIMARY KEY,
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations (id),
+    launch_order  INTEGER NOT NULL,
+    seed          INTEGER NOT NULL,
+    repeat_idx    INTEGER NOT NULL,
+    cycles        REAL NOT NULL,
+    UNIQUE (evaluation_id, launch_order, repeat_idx)
+);
+CREATE TABLE events (
+    id      INTEGER PRIMARY KEY,
+    ts      TEXT NOT NULL,
+    kind    TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}'
+);
+)sql"},
+        {2, "knowledge entries and legality rules; wall time per measurement", R"sql(
+ALTER TABLE measurements ADD COLUMN wall_ms REAL;
+CREATE TABLE knowledge_entries (
+    id                   INTEGER PRIMARY KEY,
+    target               TEXT NOT NULL,
+    kind                 TEXT NOT NULL,
+    key                  TEXT NOT NULL,
+    text                 TEXT NOT NULL DEFAULT '',
+    value                REAL,
+    evidence             TEXT NOT NULL DEFAULT '{}',
+    toolchain_version_id INTEGER REFERENCES toolchain_versions (id),
+    stale                INTEGER NOT NULL DEFAULT 0,
+    created_at           TEXT NOT NULL
+);
+CREATE INDEX knowledge_by_key ON knowledge_entries (target, kind, key);
+CREATE TABLE rules (
+    id                   INTEGER PRIMARY KEY,
+    target               TEXT NOT NULL,
+    code                 TEXT NOT NULL,
+    statement            TEXT NOT NULL,
+    quantity             TEXT NOT NULL DEFAULT '',
+    limit_value          REAL,
+    confidence           REAL NOT NULL DEFAULT 0,
+    toolchain_version_id INTEGER REFERENCES toolchain_versions (id),
+    status               TEXT NOT NULL DEFAULT 'proposed',
+    stale                INTEGER NOT NULL DEFAULT 0,
+    created_at           TEXT NOT NULL
+);
+CREATE INDEX rules_by_code ON rules (target, code);
+)sql"},
+    };
+    return k_migrations;
+}
+
+}  // namespace npuopt::store
