@@ -49,9 +49,9 @@ std::optional<std::filesystem::path> find_executable(const std::string& name, co
     while (begin <= search_path.size()) {
         std::size_t end = search_path.find(':', begin);
         if (end == std::string::npos) end = search_path.size();
-        std::string dir = search_path.substr(begin, end - begin);
-        if (dir.empty()) dir = ".";
-        std::filesystem::path candidate = std::filesystem::path(dir) / name;
+        std::filesystem::path dir =
+            end == begin ? std::filesystem::path(".") : std::filesystem::path(search_path.substr(begin, end - begin));
+        std::filesystem::path candidate = dir / name;
         if (is_executable_file(candidate)) return candidate;
         begin = end + 1;
     }
