@@ -1,0 +1,27 @@
+# npu-sim default hardware profile (identical to the compiled-in default)
+clock_ghz = 1.0
+clusters = 2
+slices_per_cluster = 8
+lanes_per_slice = 8
+dm_bytes_per_slice = 524288
+dm_banks = 16
+hbm_peak_bytes_per_cycle = 1536
+hbm_sustained_bytes_per_cycle = 1400
+dma_engines_per_cluster = 8
+dma_engine_bytes_per_cycle = 256
+dma_startup_cycles = 500
+dma_max_packet_bytes = 4096
+unaligned_write_penalty = 50
+bank_conflict_penalty = 30
+bank_hang_run = 64
+pass_issue_cycles = 600
+switch_bytes_per_cycle = 27
+trf_bytes_per_lane = 8192
+vrf_bytes_per_slice = 8192
+noise_sigma = 0.02
+outlier_rate = 0.02
+outlier_scale = 1.25
+drift_per_hour = 0.01
+launch_overhead_ms = 40
+max_concurrent_runs = 2
+transient_failure_rate = 0.01
