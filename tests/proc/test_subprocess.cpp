@@ -132,7 +132,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("exit code, stdout and stderr are recorded") {
+TEST_CASE("exit code / stdout and stderr are recorded") {
     Result result = npuopt::proc::run(shell("echo out; echo err >&2; exit 7"));
     CHECK(result.started);
     CHECK_FALSE(result.timed_out);
@@ -154,7 +154,7 @@ TEST_CASE("a command ended by a signal records the signal") {
     CHECK(*result.term_signal == SIGSEGV);
 }
 
-TEST_CASE("stdin data reaches the child; without it stdin is /dev/null") {
+TEST_CASE("stdin data reaches the child / without it stdin is /dev/null") {
     Command command = shell("cat");
     command.stdin_data = std::string("hello\nworld\n");
     CHECK(npuopt::proc::run(command).stdout_text == "hello\nworld\n");
@@ -197,7 +197,7 @@ TEST_CASE("background processes left behind by a finished command are killed") {
     CHECK(eventually([&] { return !any_process_with_cmdline("sleep " + marker); }));
 }
 
-TEST_CASE("output over the cap is cut, head and tail kept, with a marker") {
+TEST_CASE("output over the cap is cut / head and tail kept / with a marker") {
     Command command = shell("printf HEAD; head -c 100000 /dev/zero | tr '\\0' x; printf TAIL");
     command.limits.output_cap_bytes = 1000;
     Result result = npuopt::proc::run(command);
@@ -218,7 +218,7 @@ TEST_CASE("output over the cap is cut, head and tail kept, with a marker") {
     CHECK(exact.stdout_text == "0123456789");
 }
 
-TEST_CASE("a missing binary is data, not an exception") {
+TEST_CASE("a missing binary is data / not an exception") {
     Command command;
     command.argv = {"/nonexistent/dir/npuc", "--version"};
     command.sandbox.enabled = false;
@@ -278,7 +278,7 @@ TEST_CASE("an API key set in the parent is not seen by the child (sandboxed)") {
     check_environment_scrubbed(true);
 }
 
-TEST_CASE("the scratch dir is HOME, TMPDIR and cwd") {
+TEST_CASE("the scratch dir is HOME / TMPDIR and cwd") {
     TempDir scratch;
     Command command = shell("echo $HOME; echo $TMPDIR; pwd");
     command.sandbox.scratch_dir = scratch.path();
@@ -305,7 +305,7 @@ TEST_CASE("the memory rlimit stops an allocator") {
     CHECK(result.stdout_text.find("allocated") == std::string::npos);
 }
 
-TEST_CASE("sandbox: cannot open a TCP connection, while unsandboxed the same command can") {
+TEST_CASE("sandbox: cannot open a TCP connection / while unsandboxed the same command can") {
     SKIP_WITHOUT_SANDBOX();
     Listener listener;
     const std::string script = "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(listener.port()) + " && echo connected";
@@ -329,7 +329,7 @@ TEST_CASE("sandbox: cannot open a TCP connection, while unsandboxed the same com
     CHECK(npuopt::proc::run(command).ok());
 }
 
-TEST_CASE("sandbox: cannot write outside scratch, can write inside it") {
+TEST_CASE("sandbox: cannot write outside scratch / can write inside it") {
     SKIP_WITHOUT_SANDBOX();
     TempDir outside;
     TempDir scratch;
@@ -373,7 +373,7 @@ TEST_CASE("sandbox: extra read-only and writable binds") {
     CHECK_FALSE(fs::exists(read_only.path() / "nope.txt"));
 }
 
-TEST_CASE("sandbox: a signal inside is reported as a signal; timeout kills everything inside") {
+TEST_CASE("sandbox: a signal inside is reported as a signal / timeout kills everything inside") {
     SKIP_WITHOUT_SANDBOX();
     Result crashed = npuopt::proc::run(shell("kill -SEGV $$", true));
     CHECK(crashed.sandboxed);
@@ -401,7 +401,7 @@ TEST_CASE("sandbox: the file-size rlimit applies inside") {
     CHECK(fs::file_size(scratch.path() / "big") <= (1U << 20));
 }
 
-TEST_CASE("missing bubblewrap: refused when required, warned and unsandboxed otherwise") {
+TEST_CASE("missing bubblewrap: refused when required / warned and unsandboxed otherwise") {
     Command command = shell("echo ran", true);
     command.sandbox.bwrap_path = "/nonexistent/bin/bwrap";
     command.sandbox.required = true;

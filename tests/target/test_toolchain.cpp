@@ -76,7 +76,7 @@ bool contains(const std::vector<std::string>& items, const std::string& wanted) 
 
 }  // namespace
 
-TEST_CASE("version: name and version parsed, unknown keys ignored, bin found via search_paths") {
+TEST_CASE("version: name and version parsed / unknown keys ignored / bin found via search_paths") {
     auto result = fake_toolchain().version();
     CHECK(result.call.status == CallStatus::ok);
     CHECK(result.name == "fake-npuc");
@@ -96,7 +96,7 @@ TEST_CASE("check: a clean file is ok") {
     CHECK(contains(result.call.argv, kernel.path.string()));
 }
 
-TEST_CASE("check: diagnostics with code, span, quantities and notes") {
+TEST_CASE("check: diagnostics with code / span / quantities and notes") {
     KernelFile kernel;
     auto result = fake_toolchain("diag").check(kernel.path);
     CHECK(result.call.status == CallStatus::failed);
@@ -127,7 +127,7 @@ TEST_CASE("check: diagnostics with code, span, quantities and notes") {
     CHECK(result.call.message.find("E0201") != std::string::npos);
 }
 
-TEST_CASE("schedule: cycles, breakdown and counts; {shape} is k=v sorted") {
+TEST_CASE("schedule: cycles / breakdown and counts / {shape} is k=v sorted") {
     KernelFile kernel;
     auto result = fake_toolchain().schedule(kernel.path, "feedforward", {{"n", 8}, {"m", 4}});
     CHECK(result.call.status == CallStatus::ok);
@@ -170,7 +170,7 @@ TEST_CASE("run: per-repeat cycles in order and the verify verdict") {
     CHECK(result.error_kind.empty());
 }
 
-TEST_CASE("run: without check, {check} vanishes from argv and there is no verdict") {
+TEST_CASE("run: without check / {check} vanishes from argv and there is no verdict") {
     KernelFile kernel;
     npuopt::target::RunRequest request{kernel.path, "feedforward", 5, 1, false, {}, {}};
     auto result = fake_toolchain().run(request);
@@ -245,7 +245,7 @@ TEST_CASE("events of an unknown type are kept verbatim and do not fail the call"
     CHECK(result.call.raw_events[0] == R"({"type":"progress","percent":50})");
 }
 
-TEST_CASE("a hang is timed_out, killed within its limit") {
+TEST_CASE("a hang is timed_out / killed within its limit") {
     auto target = fake_target("hang");
     target.toolchain.version.timeout_secs = 0.5;
     auto result = Toolchain(target, default_sandbox()).version();
@@ -254,7 +254,7 @@ TEST_CASE("a hang is timed_out, killed within its limit") {
     CHECK(result.call.process.wall_secs < 10.0);
 }
 
-TEST_CASE("transient failures: exit 3, or an error line of kind transient") {
+TEST_CASE("transient failures: exit 3 / or an error line of kind transient") {
     KernelFile kernel;
     npuopt::target::RunRequest request{kernel.path, "ff", 0, 1, false, {}, {}};
     auto by_exit = fake_toolchain("transient").run(request);
@@ -274,7 +274,7 @@ TEST_CASE("a signal or an exit status outside the protocol is a crash") {
     CHECK(exited.call.process.stderr_text.find("internal failure") != std::string::npos);
 }
 
-TEST_CASE("a missing toolchain is not_started, naming the bin and where it looked") {
+TEST_CASE("a missing toolchain is not_started / naming the bin and where it looked") {
     auto target = fake_target();
     target.toolchain.bin = "npuc-not-installed";
     Toolchain toolchain(target, default_sandbox());
@@ -294,7 +294,7 @@ TEST_CASE("a missing toolchain is not_started, naming the bin and where it looke
     CHECK(absolute.call.message.find("/nonexistent/npuc") != std::string::npos);
 }
 
-TEST_CASE("bin as a path relative to the target dir, or absolute") {
+TEST_CASE("bin as a path relative to the target dir / or absolute") {
     auto target = fake_target();
     target.toolchain.bin = "fake-toolchain/fake-npuc";
     target.toolchain.search_paths.clear();
@@ -320,7 +320,7 @@ TEST_CASE("an unknown placeholder is a configuration error naming it") {
     CHECK_THROWS_AS(Toolchain(target, default_sandbox()).check(kernel.path), npuopt::Error);
 }
 
-TEST_CASE("expand_argv: substrings, literal braces, an empty {check} dropped, other empties kept") {
+TEST_CASE("expand_argv: substrings / literal braces / an empty {check} dropped / other empties kept") {
     using npuopt::target::expand_argv;
     std::map<std::string, std::string> values = {{"seed", "7"}, {"check", ""}, {"shape", "a=1"}, {"empty", ""}};
     auto expanded = expand_argv({"--seed={seed}", "{check}", R"({"json":1})", "x{shape}y", "{", "{check}x", "{empty}"},
@@ -332,7 +332,7 @@ TEST_CASE("expand_argv: substrings, literal braces, an empty {check} dropped, ot
     CHECK(npuopt::target::format_shape({}).empty());
 }
 
-TEST_CASE("parse_diagnostic_line: good, not JSON, wrong shape") {
+TEST_CASE("parse_diagnostic_line: good / not JSON / wrong shape") {
     std::string error;
     auto diagnostic = npuopt::target::parse_diagnostic_line(
         R"({"type":"diagnostic","level":"error","code":"E0101","message":"m","span":null,"quantities":[]})", &error);
@@ -344,7 +344,7 @@ TEST_CASE("parse_diagnostic_line: good, not JSON, wrong shape") {
     CHECK(error.find("code") != std::string::npos);
 }
 
-TEST_CASE("sandboxed calls: file dir read-only, private scratch removed after, no secrets") {
+TEST_CASE("sandboxed calls: file dir read-only / private scratch removed after / no secrets") {
     if (!npuopt::proc::probe_sandbox().available) {
         MESSAGE("skipped: bubblewrap unusable here: " << npuopt::proc::probe_sandbox().reason);
         return;
