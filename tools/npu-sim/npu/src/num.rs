@@ -29,7 +29,8 @@ pub fn f32_to_fp8(x: f32) -> u8 {
     }
     // work in units of the smallest subnormal 2^-9 for the subnormal range,
     // otherwise in units of the ulp of a's binade.
-    let (e, unit) = if a < 2f32.powi(-6) {
+    let sub = a < 2f32.powi(-6);
+    let (e, unit) = if sub {
         (0i32, 2f32.powi(-9))
     } else {
         let e = a.log2().floor() as i32;
@@ -43,7 +44,7 @@ pub fn f32_to_fp8(x: f32) -> u8 {
     if frac > 0.5 || (frac == 0.5 && n & 1 == 1) {
         n += 1;
     }
-    if e == 0 {
+    if sub {
         // n in 0..=8; 8 == 2^-6 == code 0x08, naturally
         sign | n as u8
     } else {

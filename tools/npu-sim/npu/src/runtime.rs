@@ -43,6 +43,7 @@ pub struct ExecResult {
 
 thread_local! {
     static PANIC_AT: RefCell<Option<(String, Span)>> = const { RefCell::new(None) };
+    static IN_KERNEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn install_hook() {
@@ -51,6 +52,10 @@ fn install_hook() {
     O.call_once(|| {
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            if !IN_KERNEL.with(|k| k.get()) {
+                prev(info);
+                return;
+            }
             if info.payload().downcast_ref::<Abort>().is_some() {
                 return;
             }
@@ -80,7 +85,9 @@ fn install_hook() {
 fn run_kernel(ctx: &mut Ctx, f: &dyn Fn(&mut Ctx)) {
     install_hook();
     PANIC_AT.with(|p| *p.borrow_mut() = None);
+    IN_KERNEL.with(|k| k.set(true));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx)));
+    IN_KERNEL.with(|k| k.set(false));
     match r {
         Ok(()) => ctx.finish(),
         Err(e) => {
