@@ -9,7 +9,9 @@
 // (GATHER = 0) or the switch network (1) and slice 0 does RMSNorm + residual,
 // or (GATHER = 2) only the slices' partial sums of squares travel (switch
 // network, tree broadcast back) and every slice normalises its own rows.
-// MERGE = 1 loads two same-sized vectors with one sequencer program.
+// MERGE = 1 loads two same-sized vectors with one sequencer program. With
+// STAGGER > 1 the first tile of slice i has (i % STAGGER + 1) / STAGGER of
+// ROWS rows, so that the slices' DMA commands do not all start at once.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -23,6 +25,7 @@ const PAD: u32 = ${PAD};
 const SCALE_LATE: u32 = ${SCALE_LATE};
 const GATHER: u32 = ${GATHER};
 const MERGE: u32 = ${MERGE};
+const STAGGER: u32 = ${STAGGER};
 
 const EPS_SQRT: f32 = 1e-30;
 const GRAN: u32 = 128; // rows per granule of the row split (keeps HBM offsets 256-byte aligned)
@@ -79,6 +82,7 @@ struct Sl {
     engs: Vec<Engine>,
     r0: u32,
     r1: u32,
+    tiles: Vec<(u32, u32)>,
     bufs: Vec<Dm>,
     accs: Vec<Vrf>,
     o: Dm,
@@ -115,7 +119,15 @@ fn ao(k: &mut Ctx) {
         let r0 = ((i as u32 * ng / SLICES as u32) * GRAN).min(h);
         let r1 = (((i as u32 + 1) * ng / SLICES as u32) * GRAN).min(h);
         let engs = (0..SPLIT).map(|m| engine(c, (j * SPLIT + m) % ENGINES)).collect();
-        sls.push(Sl { sl, engs, r0, r1, bufs: vec![], accs: vec![], o: Dm { slice: sl, addr: 0, bytes: 0 }, sc: Dm { slice: sl, addr: 0, bytes: 0 }, scv: Vrf { slice: sl, off: 0, len: 0 }, loads: vec![], vec_tok: vec![], rp: Dm { slice: sl, addr: 0, bytes: 0 }, g: Dm { slice: sl, addr: 0, bytes: 0 }, ssp: Vrf { slice: sl, off: 0, len: 0 } });
+        let mut tiles = vec![];
+        let mut r = r0;
+        let first = ((ROWS * (i as u32 % STAGGER + 1) / STAGGER) / 8 * 8).max(8);
+        while r < r1 {
+            let tr = (if r == r0 { first } else { ROWS }).min(r1 - r);
+            tiles.push((r, tr));
+            r += tr;
+        }
+        sls.push(Sl { sl, engs, r0, r1, tiles, bufs: vec![], accs: vec![], o: Dm { slice: sl, addr: 0, bytes: 0 }, sc: Dm { slice: sl, addr: 0, bytes: 0 }, scv: Vrf { slice: sl, off: 0, len: 0 }, loads: vec![], vec_tok: vec![], rp: Dm { slice: sl, addr: 0, bytes: 0 }, g: Dm { slice: sl, addr: 0, bytes: 0 }, ssp: Vrf { slice: sl, off: 0, len: 0 } });
     }
 
     // slice 0 (index 0) gathers o and runs the epilogue
@@ -153,8 +165,7 @@ fn ao(k: &mut Ctx) {
         }
         let stage = k.vrf_alloc(sl, 1024);
         let xt = k.trf_alloc(sl, kd);
-        // the operand first, then the weight tiles
-        let mut t = vec![k.copy(x.engs[0], attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET))];
+        let mut t = vec![];
         if n > 0 && SCALE_LATE == 0 {
             t.push(k.copy(x.engs[0], wsc.at(x.r0 as u64 * 2), x.sc.at(0), n * 2, pk(n * 2, PACKET)));
         }
@@ -162,11 +173,10 @@ fn ao(k: &mut Ctx) {
         xts.push(xt);
         stages.push(stage);
     }
-    let ntiles = |x: &Sl| (x.r1 - x.r0 + ROWS - 1) / ROWS;
+    let ntiles = |x: &Sl| x.tiles.len() as u32;
     let issue_load = |k: &mut Ctx, x: &Sl, t: u32| -> Vec<Token> {
         let b = (t as usize) % BUFFERS;
-        let r = x.r0 + t * ROWS;
-        let tr = ROWS.min(x.r1 - r);
+        let (r, tr) = x.tiles[t as usize];
         let mut v = vec![];
         for m in 0..SPLIT as u32 {
             let a = tr / 8 * m / SPLIT as u32 * 8;
@@ -177,10 +187,19 @@ fn ao(k: &mut Ctx) {
         }
         v
     };
-    for x in sls.iter_mut() {
+    // the first weight tile, then the operand, then the other tiles of the ring
+    for (i, x) in sls.iter_mut().enumerate() {
         for t in 0..(BUFFERS as u32).min(ntiles(x)) {
             let l = issue_load(k, x, t);
             x.loads.push(l);
+            if t == 0 {
+                let xd = ops[i].0;
+                ops[i].1.insert(0, k.copy(x.engs[0], attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET)));
+            }
+        }
+        if ntiles(x) == 0 {
+            let xd = ops[i].0;
+            ops[i].1.insert(0, k.copy(x.engs[0], attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET)));
         }
     }
     // epilogue vectors on slice 0, queued behind its first tiles
@@ -223,8 +242,7 @@ fn ao(k: &mut Ctx) {
                 passes.push(None);
                 continue;
             }
-            let r = x.r0 + t * ROWS;
-            let tr = ROWS.min(x.r1 - r);
+            let (_, tr) = x.tiles[t as usize];
             let l = std::mem::take(&mut x.loads[t as usize]);
             k.wait_all(l);
             if let Some(v) = x.vec_tok[b].take() {
@@ -245,8 +263,7 @@ fn ao(k: &mut Ctx) {
                 None => continue,
             };
             k.wait(p);
-            let r = x.r0 + t * ROWS;
-            let tr = ROWS.min(x.r1 - r);
+            let (r, tr) = x.tiles[t as usize];
             let acc = x.accs[b].sub(0, tr);
             if SCALE_LATE == 0 {
                 let sv = x.scv.sub(0, tr);
