@@ -1,0 +1,122 @@
+#pragma once
+// The evaluation cascade: the checks a candidate design passes, cheapest first, each stage
+// recorded (store: evaluations + measurements, one transaction per stage) with its time,
+// verdict and reason. Expected failures are data in the Outcome, never exceptions.
+//
+//   rules ──► estimate ──► compile ──► correctness ──► screen ──► race ──► accept / reject
+//   (learned   (cost model /  (toolchain  (fresh seeds,   (few device  (interleaved A/B,
+//    rules on   static         check;      anti-gaming)    runs; speed  sequential test
+//    quantities) schedule)     rules mined)                of light)    vs champion)
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/target_config.hpp"
+#include "eval/sequential.hpp"
+#include "knowledge/hardware_model.hpp"
+#include "knowledge/rules.hpp"
+#include "store/campaign_store.hpp"
+#include "target/toolchain.hpp"
+
+namespace npuopt::eval {
+
+/// A design as evaluation sees it (search/ builds it; eval never includes search/).
+struct Candidate {
+    std::int64_t design_id = 0;               ///< row in the store's designs table
+    std::string content_hash;
+    std::string kernel;
+    std::filesystem::path source_file;        ///< instantiated source on disk
+    std::map<std::string, double> quantities; ///< declared by the template for this assignment
+    std::map<std::string, double> features;   ///< design features (runtime rules key on them)
+    std::optional<double> predicted_cycles;   ///< the search's cost-model prediction, if any
+};
+
+/// The kernel being optimised: its spec, shape and the bytes it must move at least.
+struct KernelContext {
+    config::KernelSpec spec;
+    std::map<std::string, std::int64_t> shape;
+    double min_bytes_moved = 0.0;  ///< weights + inputs + outputs, from kernels.yaml tensors
+};
+
+enum class Stage { rules, estimate, compile, correctness, screen, race };
+std::string stage_name(Stage stage);
+
+/// One stage's record (mirrors a store evaluation row).
+struct StageRecord {
+    Stage stage = Stage::rules;
+    std::string verdict;  ///< pass | fail | skip | accept | reject | inconclusive | suspect | error
+    std::string reason;   ///< why, in words a person can act on
+    double secs = 0.0;
+    std::int64_t device_runs = 0;
+};
+
+/// The cascade's settings; `strict()` is the late-campaign preset.
+struct CascadeConfig {
+    SequentialConfig acceptance;        ///< the judge's pre-registered test
+    double screen_slack = 1.5;          ///< skip when predicted > slack × champion (estimate stage)
+    double exploration_allowance = 0.1; ///< share of screened-out designs let through anyway
+    int correctness_seeds = 2;          ///< fresh seeds checked for correctness
+    int screen_runs = 3;                ///< quick device runs before the race
+    double screen_max_ratio = 1.10;     ///< screen rejects when median > ratio × champion median
+    int transient_retries = 3;
+    std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
+    static CascadeConfig strict(CascadeConfig base);
+};
+
+/// The result of evaluating one candidate.
+struct Outcome {
+    bool accepted = false;                  ///< becomes the new champion
+    bool correct = false;                   ///< passed the correctness stage
+    std::vector<StageRecord> stages;
+    std::optional<double> cycles_median;    ///< from the screen/race (candidate)
+    std::optional<double> champion_cycles_median;
+    std::optional<double> speedup;          ///< champion / candidate estimate (race)
+    std::int64_t device_runs = 0;
+    double device_secs = 0.0;
+    std::string final_reason;
+};
+
+/// The champion as the cascade needs it.
+struct Champion {
+    Candidate candidate;
+    double cycles_median = 0.0;
+};
+
+/// Runs the cascade for one kernel of a campaign.
+class Cascade {
+public:
+    Cascade(const target::Toolchain& toolchain, store::CampaignStore& store, knowledge::RuleBook* rules,
+            const knowledge::HardwareModel* model, CascadeConfig config);
+
+    /// Evaluate `candidate` against `champion` (none: the first correct design becomes champion
+    /// after the screen). Records every stage. Throws only for conditions that end the command.
+    Outcome evaluate(const Candidate& candidate, const std::optional<Champion>& champion, const KernelContext& kernel);
+
+    /// Re-race the champion against its predecessor (regularly, and after a toolchain change);
+    /// returns the race outcome (accepted = the champion is still faster).
+    Outcome revalidate(const Champion& champion, const Champion& predecessor, const KernelContext& kernel);
+
+    /// Median cycles of `runs` seeded device runs, each passing correctness (submission, baseline).
+    struct Measured { std::optional<double> cycles_median; std::vector<double> cycles; bool all_passed = false; std::string reason; };
+    Measured measure(const Candidate& candidate, const KernelContext& kernel, int runs, std::uint64_t first_seed);
+
+    /// Speed-of-light bound in cycles from the hardware model (0 when unknown).
+    double speed_of_light_cycles(const KernelContext& kernel) const;
+
+    void set_config(CascadeConfig config) { m_config = std::move(config); }
+    const CascadeConfig& config() const { return m_config; }
+
+private:
+    const target::Toolchain* m_toolchain;
+    store::CampaignStore* m_store;
+    knowledge::RuleBook* m_rules;
+    const knowledge::HardwareModel* m_model;
+    CascadeConfig m_config;
+};
+
+}  // namespace npuopt::eval
