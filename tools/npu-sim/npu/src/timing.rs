@@ -74,6 +74,11 @@ impl Timing {
         self.now.max(self.host).max(self.cmds.iter().map(|c| c.done).fold(0.0, f64::max))
     }
 
+    /// (engine, issue, start, done) of every command (diagnostics, bench).
+    pub fn timeline(&self) -> Vec<(usize, f64, f64, f64)> {
+        self.cmds.iter().map(|c| (c.eng, c.issue, c.start, c.done)).collect()
+    }
+
     pub fn busy(&self, eng: usize) -> f64 {
         self.engs[eng].busy
     }
