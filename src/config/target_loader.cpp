@@ -127,6 +127,40 @@ std::string path_string(const Fields& fields, std::string_view key) {
 
 }  // namespace
 
+std::optional<std::int64_t> evaluate_dimension(std::string_view dim, const std::map<std::string, std::int64_t>& shape,
+                                               std::string* error) {
+    auto fail_with = [&](std::string reason) -> std::optional<std::int64_t> {
+        if (error != nullptr) *error = std::move(reason);
+        return std::nullopt;
+    };
+    std::int64_t result = 1;
+    char op = '*';
+    std::size_t pos = 0;
+    while (true) {
+        std::size_t end = dim.find_first_of("*/", pos);
+        std::string term(dim.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
+        std::int64_t value = 0;
+        if (!term.empty() && std::all_of(term.begin(), term.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+            value = std::stoll(term);
+        } else if (auto found = shape.find(term); found != shape.end()) {
+            value = found->second;
+        } else {
+            return fail_with(term.empty() ? "has an empty term" : fmt::format("names unknown variable '{}'", term));
+        }
+        if (value <= 0) return fail_with("has a term that is not positive");
+        if (op == '*') {
+            result *= value;
+        } else {
+            if (result % value != 0) return fail_with(fmt::format("does not divide exactly ({} / {})", result, value));
+            result /= value;
+        }
+        if (end == std::string_view::npos) break;
+        op = dim[end];
+        pos = end + 1;
+    }
+    return result;
+}
+
 std::optional<std::string> expand_variables(std::string_view text, std::string* undefined) {
     std::string result;
     std::size_t pos = 0;
@@ -274,13 +308,13 @@ KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml, con
             for (std::size_t dim_idx = 0; dim_idx < dims.size(); ++dim_idx) {
                 std::string key = fmt::format("{}[{}]", tensor.key_path("shape"), dim_idx);
                 std::string dim = detail::scalar_string(kernels_yaml, dims[dim_idx], key);
-                bool is_number = !dim.empty() && std::all_of(dim.begin(), dim.end(), [](char c) { return c >= '0' && c <= '9'; });
-                if (is_number) {
-                    if (std::stoll(dim) <= 0) detail::fail(kernels_yaml, dims[dim_idx], key, "expected a positive dimension");
-                } else if (!spec.shape.contains(dim)) {
+                std::string why;
+                auto value = evaluate_dimension(dim, spec.shape, &why);
+                if (!value) {
                     detail::fail(kernels_yaml, dims[dim_idx], key,
-                                 fmt::format("'{}' is neither an integer nor a shape variable of kernel '{}'", dim,
-                                             spec.name));
+                                 fmt::format("'{}' {} (expected an integer, a shape variable of kernel '{}', or a "
+                                             "product/quotient of them such as hidden/16)",
+                                             dim, why, spec.name));
                 }
                 tensor_spec.shape.push_back(dim);
             }

@@ -2,7 +2,9 @@
 // Parse and validate knowledge/<target>/target.yaml and kernels.yaml into target_config.hpp's
 // structs, and find targets in the repository's knowledge/ directory.
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +24,12 @@ TargetConfig load_target_config(const std::filesystem::path& target_yaml);
 /// Parse kernels.yaml; baselines are resolved against `templates_dir`.
 KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml,
                                   const std::filesystem::path& templates_dir);
+
+/// Value of a tensor dimension: an integer, a shape variable, or a product/quotient of them
+/// ("q_heads*head_dim", "hidden/16"); nullopt with `error` filled when a name is unknown, the
+/// syntax is wrong or a division is not exact.
+std::optional<std::int64_t> evaluate_dimension(std::string_view dim, const std::map<std::string, std::int64_t>& shape,
+                                               std::string* error = nullptr);
 
 /// Expand ${NAME} from the environment, falling back to the compile-time NPUOPT_SOURCE_DIR and
 /// NPUOPT_BUILD_DIR; an undefined variable is an error (message without location; callers add it).

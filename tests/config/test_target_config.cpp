@@ -175,10 +175,29 @@ TEST_CASE("kernels.yaml errors name file:line and the key") {
         CHECK(message.find("'kernels[0].tensors[0].dtype'") != std::string::npos);
     }
     SUBCASE("unknown shape variable in a tensor") {
-        std::string message = load(replace(valid, "shape: [n]", "shape: [m]"));
+        std::string message = load(replace(valid, "shape: [n]", "shape: [n*m]"));
         CHECK(message.find("'kernels[0].tensors[0].shape[0]'") != std::string::npos);
         CHECK(message.find("'m'") != std::string::npos);
     }
+}
+
+TEST_CASE("tensor dimensions evaluate products and exact quotients of shape variables") {
+    std::map<std::string, std::int64_t> shape = {{"hidden", 3840}, {"heads", 16}, {"head_dim", 256}};
+    CHECK(config::evaluate_dimension("7", shape) == 7);
+    CHECK(config::evaluate_dimension("heads*head_dim", shape) == 4096);
+    CHECK(config::evaluate_dimension("hidden/16", shape) == 240);
+    std::string why;
+    CHECK_FALSE(config::evaluate_dimension("hidden/7", shape, &why));
+    CHECK(why.find("exactly") != std::string::npos);
+    CHECK_FALSE(config::evaluate_dimension("heads*", shape, &why));
+    CHECK_FALSE(config::evaluate_dimension("ffn", shape, &why));
+    CHECK(why.find("'ffn'") != std::string::npos);
+}
+
+TEST_CASE("the shipped npu-sim kernels.yaml parses") {
+    auto target = config::load_target_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/target.yaml");
+    auto kernels = config::load_kernels_config(target.kernels_file, target.templates_dir);
+    CHECK(kernels.kernels.size() == 3);
 }
 
 TEST_CASE("${VAR} expansion uses the environment, then the build's directories") {
