@@ -17,7 +17,7 @@ RUSTC_BIN=$(dirname "$CARGO")/rustc
 REAL_RUSTC="$("$RUSTC_BIN" --print sysroot)/bin/rustc"
 for rel in 1.0 1.1; do
   feat=""
-  [ "$rel" = "1.1" ] && feat="--features npu/v1_1"
+  [ "$rel" = "1.1" ] && feat="--features npuc/v1_1"
   # shellcheck disable=SC2086
   "$CARGO" build --release -j 2 --offline --manifest-path "$HERE/Cargo.toml" --target-dir "$TGT/$rel" -p npu -p npuc $feat
   d="$OUT/$rel"

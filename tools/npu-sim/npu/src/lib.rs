@@ -7,6 +7,7 @@ pub mod profile;
 pub mod refk;
 pub mod runtime;
 pub mod sim;
+pub mod stats;
 pub mod timing;
 
 pub use refk::Shape;

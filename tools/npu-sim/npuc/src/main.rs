@@ -7,13 +7,15 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 mod bench;
+#[cfg(not(feature = "v1_1"))]
+mod bench_imp;
 
 const USAGE: &str = "usage:
   npuc --version [--message-format json|human]
   npuc check FILE [--kernel K] [--shape k=v,...] [--cache-dir DIR] [--message-format json|human]
   npuc schedule FILE --kernel K [--shape k=v,...] [--cache-dir DIR] [--message-format json|human]
   npuc run FILE --kernel K --seed S [--check] [--repeat N] [--shape k=v,...] [--cache-dir DIR] [--message-format json|human]
-  npuc bench [--json] [--quick]
+  npuc bench [--json] [--quick] [--other-npuc PATH]
 environment: NPU_SIM_PROFILE (hardware profile), NPUC_CACHE_DIR, NPU_SIM_DEVICE_DIR, NPU_SIM_NOISE_SEED";
 
 pub struct Out {
@@ -330,6 +332,10 @@ fn parse_args(a: &[String]) -> Result<Args, String> {
             "--json" => r.json = true,
             "--no-poison" => r.poison = false,
             "--quick" => r.flags.push(s.into()),
+            "--other-npuc" => {
+                let v = val(&mut i, s)?;
+                r.flags.push(format!("--other-npuc={}", v))
+            }
             _ if s.starts_with("--") => return Err(format!("unknown option `{}`", s)),
             _ => r.pos.push(s.into()),
         }
@@ -370,7 +376,8 @@ fn main() {
         Err(e) => usage_exit(&out, &e),
     };
     if cmd == "bench" {
-        std::process::exit(bench::main(&out, a.json, a.flags.iter().any(|f| f == "--quick")));
+        let other = a.flags.iter().find_map(|f| f.strip_prefix("--other-npuc=").map(String::from));
+        std::process::exit(bench::main(&out, a.json, a.flags.iter().any(|f| f == "--quick"), other, &prof));
     }
     if !matches!(cmd.as_str(), "check" | "schedule" | "run" | "trace") {
         usage_exit(&out, &format!("unknown command `{}`", cmd));
@@ -538,7 +545,7 @@ fn main() {
     std::process::exit(run_device(&out, &inst, &bin, &k, &a, &prof));
 }
 
-struct Rng(u64);
+pub struct Rng(pub u64);
 impl Rng {
     fn next(&mut self) -> f64 {
         self.0 = self.0.wrapping_add(1);
