@@ -23,6 +23,8 @@ const ROWS: u32 = ${ROWS};
 const BUFFERS: usize = ${BUFFERS};
 const PAD: u32 = ${PAD};
 const SCALE_LATE: u32 = ${SCALE_LATE};
+// the distributed epilogue (GATHER = 2) needs scaled rows: it always scales per tile
+const LATE: bool = SCALE_LATE == 1 && GATHER < 2;
 const GATHER: u32 = ${GATHER};
 const MERGE: u32 = ${MERGE};
 const STAGGER: u32 = ${STAGGER};
@@ -136,7 +138,7 @@ fn ao(k: &mut Ctx) {
     let central = GATHER < 2;
     let o_all = if central { k.dm_alloc(s0, h * 4) } else { Dm { slice: s0, addr: 0, bytes: 0 } };
     let dvec = if central { k.dm_alloc(s0, h * 2 * 2) } else { o_all }; // residual, post_norm
-    let dsc_all = if SCALE_LATE == 1 { k.dm_alloc(s0, h * 2) } else { Dm { slice: s0, addr: 0, bytes: 0 } };
+    let dsc_all = if LATE { k.dm_alloc(s0, h * 2) } else { Dm { slice: s0, addr: 0, bytes: 0 } };
     let dout = if central { k.dm_alloc(s0, h * 2) } else { o_all };
     let scratch = if GATHER == 0 && SLICES > 1 { k.hbm_alloc(h as u64 * 4) } else { Hbm { addr: 0, bytes: 0 } };
 
@@ -153,7 +155,7 @@ fn ao(k: &mut Ctx) {
             x.accs = (0..BUFFERS).map(|_| k.vrf_alloc(sl, ROWS)).collect();
             x.vec_tok = (0..BUFFERS).map(|_| None).collect();
             x.o = if sl == s0 && central { Dm { slice: sl, addr: o_all.addr + x.r0 * 4, bytes: n * 4 } } else { k.dm_alloc(sl, n * 4) };
-            if SCALE_LATE == 0 {
+            if !LATE {
                 x.sc = k.dm_alloc(sl, n * 2);
                 x.scv = k.vrf_alloc(sl, ROWS);
             }
@@ -166,7 +168,7 @@ fn ao(k: &mut Ctx) {
         let stage = k.vrf_alloc(sl, 1024);
         let xt = k.trf_alloc(sl, kd);
         let mut t = vec![];
-        if n > 0 && SCALE_LATE == 0 {
+        if n > 0 && !LATE {
             t.push(k.copy(x.engs[0], wsc.at(x.r0 as u64 * 2), x.sc.at(0), n * 2, pk(n * 2, PACKET)));
         }
         ops.push((xd, t));
@@ -216,7 +218,7 @@ fn ao(k: &mut Ctx) {
             }
         }
     }
-    if SCALE_LATE == 1 && central {
+    if LATE {
         epi.push(k.copy(e0, wsc.at(0), dsc_all.at(0), h * 2, pk(h * 2, PACKET)));
     }
     // operands: attn (bf16) → TRF, all slices' vector engines at once
@@ -265,7 +267,7 @@ fn ao(k: &mut Ctx) {
             k.wait(p);
             let (r, tr) = x.tiles[t as usize];
             let acc = x.accs[b].sub(0, tr);
-            if SCALE_LATE == 0 {
+            if !LATE {
                 let sv = x.scv.sub(0, tr);
                 let _ = k.vload(x.sc.at((r - x.r0) * 2), Dt::Bf16, sv);
                 let _ = k.vmul(acc, sv, acc);
@@ -320,7 +322,7 @@ fn ao(k: &mut Ctx) {
     let ss = k.vrf_alloc(s0, 1);
     for i in 0..h / c {
         let _ = k.vload(o_all.at(i * c * 4), Dt::F32, va);
-        if SCALE_LATE == 1 {
+        if LATE {
             let _ = k.vload(dsc_all.at(i * c * 2), Dt::Bf16, vb);
             let _ = k.vmul(va, vb, va);
             let _ = k.vstore(va, o_all.at(i * c * 4), Dt::F32);
