@@ -1,0 +1,90 @@
+// Runs a small part of the npu-sim microbenchmark suite on the real simulator (sandboxed, as
+// npuopt does) and fits it. Skips cleanly when no npuc is built. npuc is looked up as
+// $NPUOPT_TEST_NPUC, then the build's npu-sim/1.0/bin/npuc, then build-mb/cargo/release/npuc.
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "config/microbench_config.hpp"
+#include "config/target_loader.hpp"
+#include "eval/stats.hpp"
+#include "knowledge/hardware_model.hpp"
+#include "knowledge/microbench.hpp"
+
+namespace fs = std::filesystem;
+using namespace npuopt;
+
+namespace {
+
+std::optional<fs::path> find_npuc() {
+    if (const char* env = std::getenv("NPUOPT_TEST_NPUC"); env && *env) return fs::path(env);
+    for (fs::path candidate : {fs::path(NPUOPT_BUILD_DIR) / "npu-sim/1.0/bin/npuc",
+                               fs::path(NPUOPT_SOURCE_DIR) / "build/npu-sim/1.0/bin/npuc",
+                               fs::path(NPUOPT_SOURCE_DIR) / "build-mb/cargo/release/npuc"}) {
+        if (fs::exists(candidate)) return candidate;
+    }
+    return std::nullopt;
+}
+
+knowledge::Statistics statistics() {
+    knowledge::Statistics stats;
+    stats.median = [](std::span<const double> values) { return eval::median(values); };
+    stats.mad = [](std::span<const double> values) { return eval::mad(values); };
+    stats.fit_linear = [](const Eigen::MatrixXd& design, const Eigen::VectorXd& response) {
+        auto fit = eval::fit_linear(design, response);
+        knowledge::LinearFitSummary summary;
+        for (Eigen::Index idx = 0; idx < fit.coefficients.size(); ++idx) {
+            summary.coefficients.push_back(fit.coefficients[idx]);
+            summary.standard_errors.push_back(fit.standard_errors[idx]);
+            summary.coefficient_ci95.emplace_back(fit.coefficient_ci95[static_cast<std::size_t>(idx)].lower,
+                                                  fit.coefficient_ci95[static_cast<std::size_t>(idx)].upper);
+        }
+        summary.r_squared = fit.r_squared;
+        summary.dof = fit.dof;
+        return summary;
+    };
+    return stats;
+}
+
+}  // namespace
+
+TEST_CASE("microbench on npu-sim: a small DMA sweep fits a line, and a long same-bank run hangs") {
+    auto npuc = find_npuc();
+    if (!npuc) {
+        MESSAGE("skipped: no npuc built (set NPUOPT_TEST_NPUC or build tools/npu-sim)");
+        return;
+    }
+    auto target = config::load_target_config(fs::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/target.yaml");
+    target.toolchain.bin = npuc->string();
+    auto suite = config::load_microbench_suite(target.microbench_dir / "suite.yaml");
+    for (auto& probe : suite.probes) {
+        if (probe.name == "dma_engine") {
+            probe.repeats = 3;
+            probe.sweep = {{{"packet"}, {{1024}, {4096}}}, {{"bytes"}, {{4096}, {65536}, {1048576}}}};
+        }
+        if (probe.name == "bank_hang") probe.sweep = {{{"run_len"}, {{16}, {512}, {1024}}}};
+    }
+    knowledge::MicrobenchOptions options;
+    options.only_probes = {"dma_engine", "bank_hang"};
+    auto run = knowledge::run_microbench_suite(target, suite, statistics(), options);
+    CHECK(run.toolchain_name == "npuc");
+    for (const auto& point : run.points) {
+        INFO(point.probe, " ", point.message);
+        if (point.probe == "dma_engine") CHECK(point.status == knowledge::PointStatus::ok);
+    }
+    auto hang = run.points_measuring("bank_hang");
+    REQUIRE(hang.size() == 3);
+    CHECK(hang[0]->status == knowledge::PointStatus::ok);
+    CHECK(hang[1]->status == knowledge::PointStatus::timed_out);
+    CHECK(hang[2]->status == knowledge::PointStatus::skipped);
+
+    auto model = knowledge::fit_hardware_model(run, target, statistics());
+    const auto* startup = model.param("dma_startup_cycles");
+    REQUIRE(startup != nullptr);
+    CHECK(startup->value > 0);
+    CHECK(startup->r_squared.value_or(0) > 0.99);
+    CHECK(model.dma_engine_bytes_per_cycle > 0);
+    CHECK(model.bank_hang_run == 512);
+}
