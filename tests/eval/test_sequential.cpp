@@ -215,8 +215,8 @@ TEST_CASE("strict preset: alpha 0.01, min_pairs 8, still accepts a 3% improvemen
     const auto design = std::make_shared<const SequentialDesign>(make_sequential_design(SequentialConfig::strict()));
     CHECK(design->looks.front() == 8);
     CHECK(design->accept_spent.back() <= 0.01);
-    const RaceFigures same = simulate_races(design, 0.0, 400, 4004);
-    const RaceFigures three = simulate_races(design, 0.03, 300, 5005);
+    const RaceFigures same = simulate_races(design, 0.0, 300, 4004);
+    const RaceFigures three = simulate_races(design, 0.03, 200, 5005);
     MESSAGE("strict: A/A false-accept " << same.accept_rate << "; 3% accept " << three.accept_rate
                                         << ", pairs median " << three.pairs_median << " p95 " << three.pairs_p95);
     CHECK(same.accept_rate <= 0.01);
