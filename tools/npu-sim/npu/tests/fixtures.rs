@@ -52,17 +52,16 @@ fn noise_cv_of_30_runs() {
     let p = Profile::default();
     let f = fast::__npu_kernels()[0].1;
     let base = trace("project_qkv", Shape::default(), &p, &f).dev_cycles;
-    // a 2% outlier rate (x1.25) puts an outlier into ~45% of 30-run samples;
-    // the typical (median over noise seeds) CV is ~2%
-    let cvs: Vec<f64> = (1u64..=11)
-        .map(|seed| {
-            let mut nz = Noise::new(seed);
-            let c: Vec<f64> = (0..30).map(|_| base * nz.factor(&p)).collect();
-            cv(&c)
-        })
-        .collect();
-    let m = npu::stats::median(&cvs);
-    assert!((0.01..=0.04).contains(&m), "median cv {} ({:?})", m, cvs);
+    // Jitter alone gives CV ~2%; a 2% outlier rate (x1.25) puts an outlier
+    // into ~45% of 30-run samples, and one outlier lifts the CV to ~4.5%.
+    for seed in 1u64..=11 {
+        let mut nz = Noise::new(seed);
+        let c: Vec<f64> = (0..30).map(|_| base * nz.factor(&p)).collect();
+        let m = npu::stats::median(&c);
+        let inl: Vec<f64> = c.iter().cloned().filter(|x| *x < 1.15 * m).collect();
+        assert!((0.01..=0.04).contains(&cv(&inl)), "seed {}: cv without outliers {}", seed, cv(&inl));
+        assert!((0.01..=0.08).contains(&cv(&c)), "seed {}: cv {}", seed, cv(&c));
+    }
 }
 
 #[test]
