@@ -1,0 +1,64 @@
+#pragma once
+// The search's cost model: predicts a design's cycles from the quantities its template declares
+// and the fitted hardware model (roofline terms with overlap), then corrects per design family
+// with what the campaign measured (least squares on log(measured / predicted)). It only ranks
+// candidates; the judge decides.
+//
+// Quantities it reads (templates name them like the toolchain's diagnostics; any may be absent):
+//   weight_bytes, dma_commands, passes, packet_bytes, engine_index (engines - 1), slice (highest slice
+//   index), clusters (clusters streaming weights)
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "knowledge/hardware_model.hpp"
+
+namespace npuopt::search {
+
+/// The roofline terms of one design, in cycles (0 when a term's inputs are unknown).
+struct CostTerms {
+    double hbm = 0.0;          ///< weight bytes / sustained HBM bandwidth (the weight-movement minimum)
+    double dma_stream = 0.0;   ///< weight bytes / (engines used × one engine's bandwidth)
+    double dma_startup = 0.0;  ///< DMA commands × startup / engines used
+    double dma_packets = 0.0;  ///< packets × per-packet overhead / engines used
+    double pass_issue = 0.0;   ///< passes × issue cost / slices used
+
+    /// Overlapped estimate: the largest term plus a tenth of the others.
+    double combined() const;
+    /// Name of the largest term ("hbm", "dma_stream", ...), "" when all are 0.
+    std::string dominant() const;
+    std::map<std::string, double> as_map() const;
+};
+
+/// Predicts cycles and learns a per-family correction.
+class CostModel {
+public:
+    CostModel() = default;
+    explicit CostModel(knowledge::HardwareModel model) : m_model(std::move(model)) {}
+
+    CostTerms terms(const std::map<std::string, double>& quantities) const;
+    /// Uncorrected prediction; nullopt when the quantities say nothing the model can use.
+    std::optional<double> predict_base(const std::map<std::string, double>& quantities) const;
+    /// Prediction with the family's learnt correction.
+    std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities) const;
+
+    /// Learn from a measured design of `family`; refits that family's correction.
+    void observe(const std::string& family, const std::map<std::string, double>& quantities, double measured_cycles);
+    /// log(measured / predicted) ≈ offset + slope × (log predicted − centre), least squares per family.
+    struct Correction { double offset = 0.0; double slope = 0.0; double centre = 0.0; std::size_t points = 0; };
+    Correction correction(const std::string& family) const;
+
+    const knowledge::HardwareModel& hardware() const { return m_model; }
+
+private:
+    struct Point { double log_predicted; double log_ratio; };
+    void refit(const std::string& family);
+
+    knowledge::HardwareModel m_model;
+    std::map<std::string, std::vector<Point>> m_points;
+    std::map<std::string, Correction> m_corrections;
+};
+
+}  // namespace npuopt::search

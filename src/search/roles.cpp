@@ -1,0 +1,325 @@
+#include "search/roles.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace npuopt::search {
+
+namespace {
+
+/// The quantities each roofline term is computed from (for the analyst's words).
+const std::map<std::string, std::string> k_term_levers = {
+    {"hbm", "weight_bytes (the weight-movement minimum: nothing to gain within the family)"},
+    {"dma_stream", "more engines in use (engine_index, clusters)"},
+    {"dma_startup", "fewer DMA commands (dma_commands) or more engines in use"},
+    {"dma_packets", "larger packets (packet_bytes)"},
+    {"pass_issue", "fewer passes (passes) or more slices in use (slice)"},
+};
+
+const std::map<std::string, std::vector<std::string>> k_term_quantities = {
+    {"hbm", {"weight_bytes"}},
+    {"dma_stream", {"engine_index", "clusters"}},
+    {"dma_startup", {"dma_commands"}},
+    {"dma_packets", {"packet_bytes"}},
+    {"pass_issue", {"passes"}},
+};
+
+const Template* find_template(const SearchContext& context, const std::string& name) {
+    for (const auto& tmpl : context.templates) {
+        if (tmpl->name() == name) return tmpl.get();
+    }
+    return nullptr;
+}
+
+std::map<std::string, double> merged_quantities(const Template& tmpl, const Assignment& assignment) {
+    auto quantities = tmpl.evaluate_quantities(assignment);
+    for (auto& [name, value] : tmpl.evaluate_features(assignment)) quantities.emplace(name, value);
+    return quantities;
+}
+
+/// Sort best predicted first; predictions within 0.5 % count as ties, broken by the seed.
+void rank(std::vector<ScoredAssignment>& scored, std::uint64_t seed) {
+    std::mt19937_64 random(seed);
+    std::shuffle(scored.begin(), scored.end(), random);
+    auto key = [](const ScoredAssignment& item) {
+        return item.predicted ? std::floor(std::log(*item.predicted) / 0.005) : 1e18;
+    };
+    std::stable_sort(scored.begin(), scored.end(),
+                     [&](const ScoredAssignment& lhs, const ScoredAssignment& rhs) { return key(lhs) < key(rhs); });
+}
+
+/// Instantiate the ranked candidates into proposals, skipping known and duplicate designs.
+std::vector<Proposal> to_proposals(const SearchContext& context, const std::vector<ScoredAssignment>& ranked,
+                                   const std::string& role,
+                                   const std::function<std::string(const ScoredAssignment&)>& reason) {
+    std::vector<Proposal> proposals;
+    std::set<std::string> seen;
+    for (const auto& item : ranked) {
+        if (static_cast<int>(proposals.size()) >= context.max_proposals) break;
+        Design design = item.source_template->instantiate(item.assignment);
+        if (!seen.insert(design.content_hash).second) continue;
+        if (context.is_known && context.is_known(design.content_hash)) continue;
+        Proposal proposal;
+        proposal.design = std::move(design);
+        proposal.role = role;
+        proposal.move = item.move;
+        proposal.reason = reason(item);
+        proposal.predicted_cycles = item.predicted;
+        proposals.push_back(std::move(proposal));
+    }
+    return proposals;
+}
+
+std::string cycles_text(std::optional<double> cycles) {
+    return cycles ? fmt::format("{:.0f}", *cycles) : std::string("?");
+}
+
+class Analyst final : public Role {
+public:
+    std::string name() const override { return "analyst"; }
+
+    std::vector<Proposal> propose(const SearchContext& context) override {
+        if (!context.champion || context.champion->is_baseline) return {};
+        const Template* tmpl = find_template(context, context.champion->template_name);
+        if (!tmpl || !context.cost_model) return {};
+        Attribution attribution = attribute(context);
+        CostTerms champion_terms = attribution.terms;
+        auto champion_quantities = merged_quantities(*tmpl, context.champion->params);
+
+        std::vector<ScoredAssignment> shrinking;
+        std::vector<ScoredAssignment> invisible;
+        for (auto& [assignment, move] : neighbour_assignments(*tmpl, context.champion->params)) {
+            auto scored = score_assignment(context, *tmpl, assignment, move);
+            if (!scored) continue;
+            if (scored->quantities == champion_quantities) {
+                invisible.push_back(std::move(*scored));
+                continue;
+            }
+            auto terms = context.cost_model->terms(scored->quantities).as_map();
+            auto before = champion_terms.as_map();
+            if (!attribution.dominant.empty() && attribution.dominant != "unexplained" &&
+                terms[attribution.dominant] < before[attribution.dominant] * 0.98) {
+                shrinking.push_back(std::move(*scored));
+            }
+        }
+        rank(shrinking, context.seed);
+        rank(invisible, context.seed ^ 0x9e3779b97f4a7c15ULL);
+        std::vector<ScoredAssignment> ordered;
+        bool unexplained_first = attribution.dominant == "unexplained";
+        auto& first = unexplained_first ? invisible : shrinking;
+        auto& second = unexplained_first ? shrinking : invisible;
+        for (std::size_t idx = 0; idx < std::max(first.size(), second.size()); ++idx) {
+            if (idx < first.size()) ordered.push_back(first[idx]);
+            if (idx < second.size() && idx % 2 == 1) ordered.push_back(second[idx]);
+        }
+        return to_proposals(context, ordered, name(), [&](const ScoredAssignment& item) {
+            bool is_invisible = item.quantities == champion_quantities;
+            return fmt::format("{} → {}; predicted {} cycles", attribution.text,
+                               is_invisible ? "try a param the model cannot see (overlap, layout)"
+                                            : "shrink " + attribution.dominant,
+                               cycles_text(item.predicted));
+        });
+    }
+};
+
+class Architect final : public Role {
+public:
+    explicit Architect(int samples_per_family) : m_samples_per_family(samples_per_family) {}
+    std::string name() const override { return "architect"; }
+
+    std::vector<Proposal> propose(const SearchContext& context) override {
+        std::mt19937_64 random(context.seed);
+        struct FamilyBest { std::vector<ScoredAssignment> ranked; std::int64_t explored = 0; };
+        std::vector<FamilyBest> families;
+        for (const auto& tmpl : context.templates) {
+            if (tmpl->is_baseline() || tmpl->params().empty()) continue;
+            std::vector<ScoredAssignment> samples;
+            if (auto scored = score_assignment(context, *tmpl, tmpl->default_assignment(),
+                                               fmt::format("family {} (defaults)", tmpl->family()))) {
+                samples.push_back(std::move(*scored));
+            }
+            for (int sample_idx = 0; sample_idx < m_samples_per_family; ++sample_idx) {
+                Assignment assignment;
+                for (const auto& param : tmpl->params()) {
+                    std::uniform_int_distribution<std::size_t> pick(0, param.values.size() - 1);
+                    assignment[param.name] = param.values[pick(random)];
+                }
+                if (auto scored = score_assignment(context, *tmpl, assignment, fmt::format("family {}", tmpl->family()))) {
+                    samples.push_back(std::move(*scored));
+                }
+            }
+            rank(samples, random());
+            auto explored = context.family_designs.find(tmpl->family());
+            families.push_back({std::move(samples), explored == context.family_designs.end() ? 0 : explored->second});
+        }
+        // Least explored families first; within a family the best predicted regions first.
+        std::stable_sort(families.begin(), families.end(),
+                         [](const FamilyBest& lhs, const FamilyBest& rhs) { return lhs.explored < rhs.explored; });
+        std::vector<ScoredAssignment> ordered;
+        std::size_t depth = 0;
+        for (const auto& family : families) depth = std::max(depth, family.ranked.size());
+        for (std::size_t rank_idx = 0; rank_idx < depth; ++rank_idx) {
+            for (const auto& family : families) {
+                if (rank_idx < family.ranked.size()) ordered.push_back(family.ranked[rank_idx]);
+            }
+        }
+        double champion = context.champion_cycles;
+        return to_proposals(context, ordered, name(), [&](const ScoredAssignment& item) {
+            auto explored = context.family_designs.find(item.source_template->family());
+            std::int64_t count = explored == context.family_designs.end() ? 0 : explored->second;
+            return fmt::format("explore family {} ({} designs so far): best predicted of {} seeded samples, {} "
+                               "cycles vs champion {}",
+                               item.source_template->family(), count, m_samples_per_family + 1,
+                               cycles_text(item.predicted), champion > 0 ? fmt::format("{:.0f}", champion) : "?");
+        });
+    }
+
+private:
+    int m_samples_per_family;
+};
+
+class Tuner final : public Role {
+public:
+    std::string name() const override { return "tuner"; }
+
+    std::vector<Proposal> propose(const SearchContext& context) override {
+        if (!context.champion || context.champion->is_baseline) return {};
+        const Template* tmpl = find_template(context, context.champion->template_name);
+        if (!tmpl) return {};
+        std::vector<ScoredAssignment> scored;
+        for (auto& [assignment, move] : neighbour_assignments(*tmpl, context.champion->params)) {
+            if (auto item = score_assignment(context, *tmpl, assignment, move)) scored.push_back(std::move(*item));
+        }
+        rank(scored, context.seed);
+        std::optional<double> champion_predicted;
+        if (context.cost_model) {
+            champion_predicted = context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params));
+        }
+        return to_proposals(context, scored, name(), [&](const ScoredAssignment& item) {
+            return fmt::format("neighbour of the champion ranked by the cost model: predicted {} vs {} cycles",
+                               cycles_text(item.predicted), cycles_text(champion_predicted));
+        });
+    }
+};
+
+}  // namespace
+
+std::optional<ScoredAssignment> score_assignment(const SearchContext& context, const Template& tmpl,
+                                                 const Assignment& assignment, std::string move) {
+    if (tmpl.check_domain(assignment)) return std::nullopt;
+    if (tmpl.check_constraints(assignment)) return std::nullopt;
+    ScoredAssignment scored;
+    scored.source_template = &tmpl;
+    scored.assignment = assignment;
+    scored.quantities = merged_quantities(tmpl, assignment);
+    if (context.rule_check && context.rule_check(scored.quantities)) return std::nullopt;
+    if (context.cost_model) scored.predicted = context.cost_model->predict(tmpl.family(), scored.quantities);
+    scored.move = std::move(move);
+    return scored;
+}
+
+std::vector<std::pair<Assignment, std::string>> neighbour_assignments(const Template& tmpl, const Assignment& base) {
+    std::vector<std::pair<Assignment, std::string>> result;
+    const auto& params = tmpl.params();
+    auto index_of = [&](const config::TemplateParam& param) {
+        auto found = std::find(param.values.begin(), param.values.end(), base.at(param.name));
+        return static_cast<std::ptrdiff_t>(found - param.values.begin());
+    };
+    for (const auto& param : params) {
+        if (!base.count(param.name)) return result;
+    }
+    for (const auto& param : params) {
+        for (double value : param.values) {
+            if (value == base.at(param.name)) continue;
+            Assignment next = base;
+            next[param.name] = value;
+            result.emplace_back(std::move(next), fmt::format("{} {}→{}", param.name, format_param_value(base.at(param.name)),
+                                                             format_param_value(value)));
+        }
+    }
+    for (std::size_t first_idx = 0; first_idx < params.size(); ++first_idx) {
+        for (std::size_t second_idx = first_idx + 1; second_idx < params.size(); ++second_idx) {
+            const auto& first = params[first_idx];
+            const auto& second = params[second_idx];
+            for (int first_step : {-1, 1}) {
+                for (int second_step : {-1, 1}) {
+                    std::ptrdiff_t first_pos = index_of(first) + first_step;
+                    std::ptrdiff_t second_pos = index_of(second) + second_step;
+                    if (first_pos < 0 || second_pos < 0 || first_pos >= std::ssize(first.values) ||
+                        second_pos >= std::ssize(second.values)) {
+                        continue;
+                    }
+                    Assignment next = base;
+                    next[first.name] = first.values[static_cast<std::size_t>(first_pos)];
+                    next[second.name] = second.values[static_cast<std::size_t>(second_pos)];
+                    result.emplace_back(std::move(next),
+                                        fmt::format("{} {}→{}, {} {}→{}", first.name,
+                                                    format_param_value(base.at(first.name)),
+                                                    format_param_value(next.at(first.name)), second.name,
+                                                    format_param_value(base.at(second.name)),
+                                                    format_param_value(next.at(second.name))));
+                }
+            }
+        }
+    }
+    return result;
+}
+
+Attribution attribute(const SearchContext& context) {
+    Attribution attribution;
+    attribution.measured_cycles = context.champion_cycles;
+    if (context.speed_of_light_cycles > 0.0 && context.champion_cycles > 0.0) {
+        attribution.sol_ratio = context.champion_cycles / context.speed_of_light_cycles;
+    }
+    if (!context.champion || context.champion->is_baseline || !context.cost_model) {
+        attribution.dominant = "unexplained";
+        attribution.text = fmt::format("champion {} ({:.0f} cycles{}) declares no quantities: no attribution",
+                                       context.champion ? context.champion->label() : "none", context.champion_cycles,
+                                       attribution.sol_ratio > 0 ? fmt::format(", {:.1f}× the weight-movement minimum",
+                                                                               attribution.sol_ratio)
+                                                                 : "");
+        return attribution;
+    }
+    std::map<std::string, double> quantities = context.champion->quantities;
+    for (const auto& [name, value] : context.champion->features) quantities.emplace(name, value);
+    attribution.terms = context.cost_model->terms(quantities);
+    attribution.predicted_cycles = attribution.terms.combined();
+    attribution.explained = attribution.measured_cycles > 0.0 ? attribution.predicted_cycles / attribution.measured_cycles
+                                                              : 0.0;
+    attribution.dominant = attribution.terms.dominant();
+    if (attribution.measured_cycles > 0.0 && attribution.explained < 0.5) attribution.dominant = "unexplained";
+    if (attribution.dominant.empty()) attribution.dominant = "unexplained";
+    auto quantities_of = k_term_quantities.find(attribution.dominant);
+    if (quantities_of != k_term_quantities.end()) attribution.reduce = quantities_of->second;
+    std::string terms_text;
+    for (const auto& [name, value] : attribution.terms.as_map()) {
+        if (value <= 0.0) continue;
+        terms_text += fmt::format("{}{} {:.0f}", terms_text.empty() ? "" : ", ", name, value);
+    }
+    auto lever = k_term_levers.find(attribution.dominant);
+    attribution.text = fmt::format(
+        "champion {:.0f} cycles{}; model terms: {}; model explains {:.0f}%; dominant: {}{}", attribution.measured_cycles,
+        attribution.sol_ratio > 0 ? fmt::format(" ({:.2f}× the weight-movement minimum)", attribution.sol_ratio) : "",
+        terms_text.empty() ? "none" : terms_text, 100.0 * attribution.explained, attribution.dominant,
+        lever == k_term_levers.end() ? " (overlap, stalls or penalties the model does not see)"
+                                     : " → " + lever->second);
+    return attribution;
+}
+
+std::unique_ptr<Role> make_analyst() { return std::make_unique<Analyst>(); }
+std::unique_ptr<Role> make_architect(int samples_per_family) { return std::make_unique<Architect>(samples_per_family); }
+std::unique_ptr<Role> make_tuner() { return std::make_unique<Tuner>(); }
+
+std::vector<std::unique_ptr<Role>> make_heuristic_roles() {
+    std::vector<std::unique_ptr<Role>> roles;
+    roles.push_back(make_analyst());
+    roles.push_back(make_architect());
+    roles.push_back(make_tuner());
+    return roles;
+}
+
+}  // namespace npuopt::search

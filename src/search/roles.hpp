@@ -1,0 +1,100 @@
+#pragma once
+// Roles: policies over a kernel's design tree that propose the next designs to evaluate. Each
+// proposal carries the move and the reason, which the tree records on its edge. The interface is
+// all the driver sees, so an LLM-backed role can replace a heuristic one without touching it.
+//
+//   analyst   — attributes the champion's time to roofline terms of the fitted hardware model and
+//               proposes moves that shrink the dominant one (or, when the model explains little,
+//               moves on params the model cannot see)
+//   architect — other families × promising parameter regions (seeded samples ranked by the cost model)
+//   tuner     — one- and two-parameter moves from the champion, ranked by the cost model
+//   judge     — the cascade's race; invoked by the driver, proposes nothing
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/cost_model.hpp"
+#include "search/design.hpp"
+
+namespace npuopt::search {
+
+/// Why known rules forbid a design's quantities and features ("" = allowed).
+using RuleCheck = std::function<std::optional<std::string>(const std::map<std::string, double>& quantities)>;
+
+/// What a role sees when it is asked to propose.
+struct SearchContext {
+    std::string kernel;
+    std::vector<std::shared_ptr<Template>> templates;   ///< the kernel's templates (baseline included)
+    std::optional<Design> champion;                     ///< none before the baseline is measured
+    double champion_cycles = 0.0;                       ///< measured median (0 when unknown)
+    double speed_of_light_cycles = 0.0;                 ///< the weight-movement minimum (0 when unknown)
+    const CostModel* cost_model = nullptr;
+    std::function<bool(const std::string& content_hash)> is_known;  ///< evaluated (or in flight) already
+    RuleCheck rule_check;                               ///< may be empty: no rules known
+    std::map<std::string, std::int64_t> family_designs; ///< designs evaluated per family so far
+    double age = 0.0;                                   ///< campaign age 0..1 (budget used)
+    std::uint64_t seed = 0;                             ///< this step's seed (from the campaign seed)
+    int max_proposals = 4;
+};
+
+/// One proposed design with the move that produced it and why.
+struct Proposal {
+    Design design;
+    std::string role;
+    std::string move;     ///< e.g. "ENGINES 2→4", "family two_phase_k_outer"
+    std::string reason;   ///< in words a person can check
+    std::optional<double> predicted_cycles;
+};
+
+/// A role of the search.
+class Role {
+public:
+    virtual ~Role() = default;
+    virtual std::string name() const = 0;
+    /// Designs to try next, best first; none that is known or that known rules forbid.
+    virtual std::vector<Proposal> propose(const SearchContext& context) = 0;
+};
+
+/// The analyst's reading of the champion.
+struct Attribution {
+    CostTerms terms;
+    double measured_cycles = 0.0;
+    double predicted_cycles = 0.0;
+    double explained = 0.0;          ///< predicted / measured (1 = the model explains it all)
+    double sol_ratio = 0.0;          ///< measured / speed of light (0 when unknown)
+    std::string dominant;            ///< largest term, or "unexplained"
+    std::vector<std::string> reduce; ///< quantities to reduce
+    std::string text;                ///< one paragraph for the tree and the log
+};
+
+/// Roofline attribution of the champion (no champion quantities: a baseline; says so).
+Attribution attribute(const SearchContext& context);
+
+std::unique_ptr<Role> make_analyst();
+std::unique_ptr<Role> make_architect(int samples_per_family = 96);
+std::unique_ptr<Role> make_tuner();
+/// analyst, architect, tuner (the judge is the driver's cascade).
+std::vector<std::unique_ptr<Role>> make_heuristic_roles();
+
+/// A candidate before instantiation (shared by the heuristic roles).
+struct ScoredAssignment {
+    const Template* source_template = nullptr;
+    Assignment assignment;
+    std::map<std::string, double> quantities;  ///< quantities and features together
+    std::optional<double> predicted;
+    std::string move;
+};
+
+/// Score `assignment` of `tmpl`: nullopt when it breaks the domain, a constraint or a known rule.
+std::optional<ScoredAssignment> score_assignment(const SearchContext& context, const Template& tmpl,
+                                                 const Assignment& assignment, std::string move);
+
+/// One-parameter moves (every other value) and two-parameter moves (neighbouring values) of `base`.
+std::vector<std::pair<Assignment, std::string>> neighbour_assignments(const Template& tmpl, const Assignment& base);
+
+}  // namespace npuopt::search
