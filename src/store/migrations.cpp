@@ -92,6 +92,59 @@ CREATE TABLE rules (
 );
 CREATE INDEX rules_by_code ON rules (target, code);
 )sql"},
+        {3, "design trees: edges (role, move, reason, outcome), champion path, role stats, campaign state", R"sql(
+CREATE TABLE tree_edges (
+    id               INTEGER PRIMARY KEY,
+    kernel           TEXT NOT NULL,
+    design_id        INTEGER NOT NULL REFERENCES designs (id),
+    parent_design_id INTEGER REFERENCES designs (id),
+    role             TEXT NOT NULL,
+    move             TEXT NOT NULL DEFAULT '',
+    reason           TEXT NOT NULL DEFAULT '',
+    step             INTEGER NOT NULL,
+    verdict          TEXT NOT NULL,
+    last_stage       TEXT NOT NULL DEFAULT '',
+    final_reason     TEXT NOT NULL DEFAULT '',
+    cycles           REAL,
+    predicted_cycles REAL,
+    speedup          REAL,
+    device_runs      INTEGER NOT NULL DEFAULT 0,
+    device_secs      REAL NOT NULL DEFAULT 0,
+    quantities       TEXT NOT NULL DEFAULT '{}',
+    created_at       TEXT NOT NULL,
+    UNIQUE (kernel, design_id)
+);
+CREATE INDEX tree_edges_by_step ON tree_edges (kernel, step);
+CREATE TABLE champion_path (
+    id           INTEGER PRIMARY KEY,
+    kernel       TEXT NOT NULL,
+    design_id    INTEGER NOT NULL REFERENCES designs (id),
+    step         INTEGER NOT NULL,
+    cycles       REAL NOT NULL,
+    reason       TEXT NOT NULL DEFAULT '',
+    active       INTEGER NOT NULL DEFAULT 1,
+    ended_reason TEXT NOT NULL DEFAULT '',
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX champion_path_by_kernel ON champion_path (kernel, active);
+CREATE TABLE role_stats (
+    kernel      TEXT NOT NULL,
+    role        TEXT NOT NULL,
+    pulls       INTEGER NOT NULL DEFAULT 0,
+    accepts     INTEGER NOT NULL DEFAULT 0,
+    empty       INTEGER NOT NULL DEFAULT 0,
+    reward      REAL NOT NULL DEFAULT 0,
+    device_secs REAL NOT NULL DEFAULT 0,
+    rate_sum    REAL NOT NULL DEFAULT 0,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (kernel, role)
+);
+CREATE TABLE campaign_state (
+    key        TEXT PRIMARY KEY,
+    value      TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+)sql"},
     };
     return k_migrations;
 }
