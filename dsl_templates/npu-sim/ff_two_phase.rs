@@ -208,6 +208,12 @@ fn ff(k: &mut Ctx) {
         let (r, tr) = x_.tiles[t];
         let base = buf1(b);
         let mut v = vec![];
+        if MERGE == 1 {
+            // gate+up rows with one program, their scales with another (second engine if SPLIT > 1)
+            v.push(load_rows(k, x_.engs[0], wg.addr + (r * rb) as u64, ar.at(base), tr, rb, rb, Some((wu.addr + (r * rb) as u64, tr * rb))));
+            v.push(load_rows(k, x_.engs[1 % SPLIT], wgbs.addr + (r * sb) as u64, ar.at(base + tile_w), tr, sb, sb, Some((wubs.addr + (r * sb) as u64, tr * sb))));
+            return v;
+        }
         for m in 0..SPLIT as u32 {
             let a = tr / 8 * m / SPLIT as u32 * 8;
             let z = tr / 8 * (m + 1) / SPLIT as u32 * 8;
@@ -217,10 +223,7 @@ fn ff(k: &mut Ctx) {
             let e = x_.engs[m as usize];
             let n = z - a;
             // gate rows at base, up rows at base + tr*rb; scales likewise after the weights
-            if MERGE == 1 {
-                v.push(load_rows(k, e, wg.addr + ((r + a) * rb) as u64, ar.at(base + a * rb), n, rb, rb, Some((wu.addr + ((r + a) * rb) as u64, tr * rb))));
-                v.push(load_rows(k, e, wgbs.addr + ((r + a) * sb) as u64, ar.at(base + tile_w + a * sb), n, sb, sb, Some((wubs.addr + ((r + a) * sb) as u64, tr * sb))));
-            } else {
+            {
                 v.push(load_rows(k, e, wg.addr + ((r + a) * rb) as u64, ar.at(base + a * rb), n, rb, rb, None));
                 v.push(load_rows(k, e, wu.addr + ((r + a) * rb) as u64, ar.at(base + (tr + a) * rb), n, rb, rb, None));
                 v.push(load_rows(k, e, wgbs.addr + ((r + a) * sb) as u64, ar.at(base + tile_w + a * sb), n, sb, sb, None));
