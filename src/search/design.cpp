@@ -265,6 +265,7 @@ Design Template::instantiate(const Assignment& assignment) const {
     design.params = assignment;
     design.shape_text = m_impl->shape_text;
     design.is_baseline = m_impl->baseline;
+    if (m_impl->spec.source.has_extension()) design.source_extension = m_impl->spec.source.extension().string();
     std::string source = m_impl->source_text;
     for (const auto& [param_name, value] : assignment) {
         std::string placeholder = "${" + param_name + "}";

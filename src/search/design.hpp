@@ -33,6 +33,7 @@ struct Design {
     std::map<std::string, double> quantities;  ///< declared by the template for this assignment
     std::map<std::string, double> features;
     std::string content_hash;
+    std::string source_extension = ".rs";      ///< of the template's source file
     bool is_baseline = false;
 
     /// "template{A=1,B=2}" (or the template name alone without params).

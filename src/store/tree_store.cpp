@@ -70,6 +70,10 @@ std::int64_t TreeStore::record_edge(const TreeEdgeRecord& edge) {
     return m_database->last_insert_id();
 }
 
+bool TreeStore::remove_edge(const std::string& kernel, std::int64_t design_id) {
+    return m_database->execute("DELETE FROM tree_edges WHERE kernel = ? AND design_id = ?", {kernel, design_id}) > 0;
+}
+
 std::optional<TreeEdgeRecord> TreeStore::find_edge(const std::string& kernel, std::int64_t design_id) {
     auto rows = m_database->query(
         fmt::format("SELECT {} FROM tree_edges WHERE kernel = ? AND design_id = ?", k_edge_columns), {kernel, design_id});

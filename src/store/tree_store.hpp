@@ -68,6 +68,8 @@ public:
 
     /// Insert the edge of (kernel, design); Error(store) when the design already has one there.
     std::int64_t record_edge(const TreeEdgeRecord& edge);
+    /// Remove the edge of (kernel, design) (an environment error being retried); false when none.
+    bool remove_edge(const std::string& kernel, std::int64_t design_id);
     std::optional<TreeEdgeRecord> find_edge(const std::string& kernel, std::int64_t design_id);
     /// Edges of `kernel` in step order.
     std::vector<TreeEdgeRecord> list_edges(const std::string& kernel);

@@ -1,0 +1,28 @@
+#include "campaign/evaluator.hpp"
+
+namespace npuopt::campaign {
+
+eval::Outcome CascadeEvaluator::evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
+                                         const eval::KernelContext& kernel) {
+    return m_cascade->evaluate(candidate, champion, kernel);
+}
+
+eval::Outcome CascadeEvaluator::revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
+                                           const eval::KernelContext& kernel) {
+    return m_cascade->revalidate(champion, predecessor, kernel);
+}
+
+double CascadeEvaluator::speed_of_light_cycles(const eval::KernelContext& kernel) {
+    return m_cascade->speed_of_light_cycles(kernel);
+}
+
+std::string CascadeEvaluator::toolchain_version(std::string* why) {
+    target::VersionResult version = m_toolchain->version();
+    if (version.call.status != target::CallStatus::ok || version.version.empty()) {
+        if (why) *why = version.call.message.empty() ? "the toolchain did not report a version" : version.call.message;
+        return "";
+    }
+    return version.version;
+}
+
+}  // namespace npuopt::campaign

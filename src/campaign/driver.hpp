@@ -1,0 +1,155 @@
+#pragma once
+// The campaign loop: all kernels of a campaign, the one furthest from its speed of light first,
+// until the budgets are spent, every kernel is exhausted, or a signal asks it to stop.
+//
+//   per kernel, once: baseline ──► evaluate ──► first champion (or a recorded failure)
+//   loop:  pick kernel (furthest from speed of light) ──► scheduler picks role ──► role proposes
+//          ──► record design ──► Evaluator (cascade: rules … race) ──► ONE transaction: tree edge,
+//          champion path, role stats, counters, event ──► every N accepts: re-validate champion
+//
+// The cascade commits each of its stages itself, so a SIGKILL loses at most the step in flight
+// (its design has no edge and is evaluated again on resume). SIGINT/SIGTERM end the loop after
+// the current step. Every random choice derives from the campaign seed and the step number.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "campaign/evaluator.hpp"
+#include "config/target_config.hpp"
+#include "config/template_config.hpp"
+#include "knowledge/hardware_model.hpp"
+#include "search/roles.hpp"
+#include "search/scheduler.hpp"
+#include "store/campaign_store.hpp"
+
+namespace npuopt::campaign {
+
+/// What the CLI's live display shows after each step.
+struct Progress {
+    std::string kernel;
+    std::int64_t step = 0;
+    std::string role;
+    std::string design;                   ///< label of the design just evaluated
+    std::string verdict;
+    std::optional<double> champion_cycles;
+    std::optional<double> baseline_cycles;
+    double speedup = 0.0;                 ///< baseline / champion (0 when unknown)
+    double sol_fraction = 0.0;            ///< speed of light / champion (1 = at the bound; 0 when unknown)
+    std::int64_t device_runs_used = 0;
+    std::int64_t device_runs_budget = 0;
+    double wall_secs_used = 0.0;
+    double wall_secs_budget = 0.0;
+    std::optional<double> eta_secs;       ///< until a budget runs out
+};
+
+/// How a run of the loop ended.
+enum class StopReason { finished, wall_budget, device_budget, interrupted, step_limit, all_failed };
+std::string stop_reason_name(StopReason reason);
+
+struct CampaignOptions {
+    std::filesystem::path dir;            ///< campaign directory: lock file, designs/ sources
+    std::string target;
+    std::uint64_t seed = 1;
+    double wall_budget_secs = 7200.0;     ///< whole campaign, across resumed runs
+    std::int64_t device_run_budget = 2000;
+    std::int64_t llm_token_budget = 0;    ///< reserved for LLM-backed roles
+    int revalidate_every_accepts = 5;     ///< re-race the champion against its predecessor
+    std::optional<std::int64_t> max_steps;///< stop this run after so many steps (tests, demos)
+    std::function<void(const Progress&)> progress;
+    bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock
+};
+
+/// One kernel as the driver needs it.
+struct KernelSetup {
+    config::KernelSpec spec;
+    eval::KernelContext context;
+    std::vector<std::shared_ptr<search::Template>> templates;  ///< baseline first
+    std::vector<std::string> template_errors;                  ///< broken templates (recorded as failures)
+};
+
+/// Templates of every kernel, broken ones reported per kernel (never thrown).
+std::vector<KernelSetup> prepare_kernels(const config::KernelsConfig& kernels,
+                                         const std::vector<std::string>& selected,
+                                         const std::filesystem::path& templates_dir, const std::string& target);
+
+/// The result of one run of the loop.
+struct KernelOutcome {
+    std::string kernel;
+    std::string status;                   ///< active | exhausted | failed
+    std::string reason;
+    std::optional<double> baseline_cycles;
+    std::optional<double> champion_cycles;
+    std::string champion;                 ///< label
+    std::int64_t designs = 0;
+};
+
+struct CampaignResult {
+    StopReason stop = StopReason::finished;
+    std::string message;
+    std::int64_t steps_this_run = 0;
+    std::int64_t device_runs_used = 0;
+    std::vector<KernelOutcome> kernels;
+};
+
+/// Builds the roles of a kernel; the default gives the heuristic analyst, architect and tuner.
+using RoleFactory = std::function<std::vector<std::unique_ptr<search::Role>>(const std::string& kernel)>;
+
+class CampaignDriver {
+public:
+    CampaignDriver(store::CampaignStore& store, Evaluator& evaluator, std::vector<KernelSetup> kernels,
+                   CampaignOptions options, std::optional<knowledge::HardwareModel> model = std::nullopt,
+                   search::RuleCheck rule_check = {}, RoleFactory roles = {});
+    ~CampaignDriver();
+    CampaignDriver(const CampaignDriver&) = delete;
+    CampaignDriver& operator=(const CampaignDriver&) = delete;
+
+    /// Run (or resume) the campaign until a stop condition; takes the campaign lock first.
+    CampaignResult run();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// `npuopt status`: a campaign's state from its database alone.
+struct KernelStatus {
+    std::string kernel;
+    std::string status;
+    std::string reason;
+    std::optional<double> baseline_cycles;
+    std::optional<double> champion_cycles;
+    std::string champion;
+    double speedup = 0.0;
+    double sol_cycles = 0.0;
+    double sol_fraction = 0.0;
+    std::int64_t designs = 0;
+    std::int64_t accepted = 0;
+};
+
+struct CampaignStatus {
+    std::string state = "not started";   ///< not started | running | stopped | finished
+    std::string stop_reason;
+    std::string started_at;
+    std::string heartbeat_at;
+    std::int64_t pid = 0;
+    std::int64_t steps = 0;
+    std::int64_t device_runs_used = 0;
+    std::int64_t device_runs_budget = 0;
+    double wall_secs_used = 0.0;
+    double wall_secs_budget = 0.0;
+    double geomean_speedup = 0.0;        ///< over kernels with a champion (0 when none)
+    std::vector<KernelStatus> kernels;
+};
+
+CampaignStatus campaign_status(store::CampaignStore& store);
+nlohmann::json to_json(const CampaignStatus& status);
+std::string render_status_text(const CampaignStatus& status);
+
+}  // namespace npuopt::campaign

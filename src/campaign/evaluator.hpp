@@ -1,0 +1,46 @@
+#pragma once
+// The evaluation step as the campaign sees it: an interface the real cascade adapts to
+// (CascadeEvaluator) and tests replace with a fake, so the driver never runs a toolchain itself.
+
+#include <optional>
+#include <string>
+
+#include "eval/cascade.hpp"
+
+namespace npuopt::campaign {
+
+/// Evaluates candidates of one campaign.
+class Evaluator {
+public:
+    virtual ~Evaluator() = default;
+    /// Run the cascade for `candidate` against `champion` (none: the baseline, which becomes the
+    /// first champion when it is correct). Expected failures are in the Outcome.
+    virtual eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
+                                   const eval::KernelContext& kernel) = 0;
+    /// Re-race the champion against its predecessor; accepted = the champion still wins.
+    virtual eval::Outcome revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
+                                     const eval::KernelContext& kernel) = 0;
+    /// The speed-of-light bound in cycles (0 when unknown).
+    virtual double speed_of_light_cycles(const eval::KernelContext& kernel) = 0;
+    /// The toolchain's version ("" when it is missing; `why` says why).
+    virtual std::string toolchain_version(std::string* why = nullptr) = 0;
+};
+
+/// The real cascade behind the Evaluator interface.
+class CascadeEvaluator final : public Evaluator {
+public:
+    CascadeEvaluator(eval::Cascade& cascade, const target::Toolchain& toolchain)
+        : m_cascade(&cascade), m_toolchain(&toolchain) {}
+    eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
+                           const eval::KernelContext& kernel) override;
+    eval::Outcome revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
+                             const eval::KernelContext& kernel) override;
+    double speed_of_light_cycles(const eval::KernelContext& kernel) override;
+    std::string toolchain_version(std::string* why = nullptr) override;
+
+private:
+    eval::Cascade* m_cascade;
+    const target::Toolchain* m_toolchain;
+};
+
+}  // namespace npuopt::campaign
