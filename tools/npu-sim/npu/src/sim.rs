@@ -267,6 +267,15 @@ pub struct Ctx {
     pub hang: Option<Span>,
     n_dma: usize,
     nslices: usize,
+    /// dependencies for the next issued command (`Ctx::after`)
+    pending: Vec<usize>,
+    /// per command: the commands it is ordered after (its engine's previous
+    /// command and its explicit dependencies)
+    preds: Vec<Vec<usize>>,
+    last_on_eng: Vec<Option<usize>>,
+    used_deps: bool,
+    stamp: Vec<u32>,
+    stamp_n: u32,
 }
 
 const MAX_DIAGS: usize = 30;
@@ -318,6 +327,12 @@ impl Ctx {
             hang: None,
             n_dma,
             nslices,
+            pending: vec![],
+            preds: vec![],
+            last_on_eng: vec![None; neng],
+            used_deps: false,
+            stamp: vec![],
+            stamp_n: 0,
             p,
         }
     }
@@ -454,10 +469,79 @@ impl Ctx {
                 self.diags.push(d);
             }
         }
+        self.pending.clear();
         if self.mode == Mode::Exec {
             std::panic::panic_any(Abort);
         }
         Token { id: usize::MAX }
+    }
+
+    /// Is command `a` known to complete before command(s) `from` start their
+    /// data phase (through engine order and explicit dependencies)?
+    fn ordered_before(&mut self, a: usize, from: &[usize]) -> bool {
+        self.stamp_n = self.stamp_n.wrapping_add(1);
+        if self.stamp_n == 0 {
+            self.stamp.iter_mut().for_each(|x| *x = 0);
+            self.stamp_n = 1;
+        }
+        if self.stamp.len() < self.preds.len() {
+            self.stamp.resize(self.preds.len(), 0);
+        }
+        let mut st: Vec<usize> = from.iter().cloned().filter(|&x| x >= a && x < self.preds.len()).collect();
+        while let Some(x) = st.pop() {
+            if x == a {
+                return true;
+            }
+            if self.stamp[x] == self.stamp_n {
+                continue;
+            }
+            self.stamp[x] = self.stamp_n;
+            for &y in &self.preds[x] {
+                if y >= a && self.stamp[y] != self.stamp_n {
+                    st.push(y);
+                }
+            }
+        }
+        false
+    }
+
+    /// Stamp every command reachable from `from` through `preds` (ids >= lo).
+    fn mark_from(&mut self, lo: usize, from: usize) {
+        self.stamp_n = self.stamp_n.wrapping_add(1);
+        if self.stamp_n == 0 {
+            self.stamp.iter_mut().for_each(|x| *x = 0);
+            self.stamp_n = 1;
+        }
+        if self.stamp.len() < self.preds.len() {
+            self.stamp.resize(self.preds.len(), 0);
+        }
+        let mut st = vec![from];
+        while let Some(x) = st.pop() {
+            if x >= self.preds.len() || self.stamp[x] == self.stamp_n {
+                continue;
+            }
+            self.stamp[x] = self.stamp_n;
+            for &y in &self.preds[x] {
+                if y >= lo && self.stamp[y] != self.stamp_n {
+                    st.push(y);
+                }
+            }
+        }
+    }
+
+    /// The next command issued (on any engine) waits on the device for the
+    /// commands behind `deps` before its data phase; its fixed phase (DMA
+    /// startup, pass issue, ...) runs as soon as its engine is free,
+    /// overlapping the wait. Memory of those commands (and of everything
+    /// ordered before them) may then be touched without a host `wait`.
+    /// Returns the context: `k.after(&[&t]).copy(...)`.
+    pub fn after(&mut self, deps: &[&Token]) -> &mut Ctx {
+        for t in deps {
+            if t.id != usize::MAX && !self.pending.contains(&t.id) {
+                self.pending.push(t.id);
+            }
+        }
+        self
     }
 
     fn space_limit(&self, sp: Space) -> u64 {
@@ -493,30 +577,61 @@ impl Ctx {
         Reg { sp: Space::Vrf(v.slice), lo: v.off as u64, hi: v.off as u64 + v.len as u64, w }
     }
 
-    fn hazards(&self, eng: usize, regs: &[Reg], l: &Location, errs: &mut Vec<Diag>) {
-        for o in &self.out {
-            if o.eng == eng {
+    fn hazards(&mut self, eng: usize, regs: &[Reg], l: &Location, errs: &mut Vec<Diag>) {
+        let mut from: Option<Vec<usize>> = None;
+        for i in 0..self.out.len() {
+            if self.out[i].eng == eng {
                 continue;
             }
-            for a in regs {
-                for b in &o.regs {
+            let mut hit: Option<bool> = None;
+            'outer: for a in regs {
+                for b in &self.out[i].regs {
                     if a.sp == b.sp && (a.w || b.w) && a.lo < b.hi && b.lo < a.hi {
-                        errs.push(
-                            Diag::new("E0108", format!("{} hazard with a command that has not been waited on", if a.w { "write" } else { "read" }), Some(Span::of(l)))
-                                .note(format!("the other command was issued at {}:{}:{}; wait on its token first", o.span.file, o.span.line, o.span.col)),
-                        );
-                        return;
+                        hit = Some(a.w);
+                        break 'outer;
                     }
                 }
+            }
+            if let Some(w) = hit {
+                if !self.pending.is_empty() {
+                    let f = from.get_or_insert_with(|| {
+                        let mut f = self.pending.clone();
+                        if let Some(x) = self.last_on_eng[eng] {
+                            f.push(x);
+                        }
+                        f
+                    }).clone();
+                    if self.ordered_before(self.out[i].id, &f) {
+                        continue;
+                    }
+                }
+                let o = &self.out[i];
+                errs.push(
+                    Diag::new("E0108", format!("{} hazard with a command that has not been waited on", if w { "write" } else { "read" }), Some(Span::of(l)))
+                        .note(format!("the other command was issued at {}:{}:{}; wait on its token first (or order this command after it with `after`)", o.span.file, o.span.line, o.span.col)),
+                );
+                return;
             }
         }
     }
 
-    fn issue(&mut self, eng: usize, regs: Vec<Reg>, l: &Location, dev: (f64, usize, f64, f64), est_fixed: f64) -> Token {
+    /// `dev`: (fixed cycles, pool, data amount, max rate); `est`: (fixed,
+    /// data amount, rate) for the static estimate (no pools).
+    fn issue(&mut self, eng: usize, regs: Vec<Reg>, l: &Location, dev: (f64, usize, f64, f64), est: (f64, f64, f64)) -> Token {
         let id = self.next_id;
         self.next_id += 1;
-        let a = self.dev.issue(eng, dev.0, dev.1, dev.2, dev.3);
-        let b = self.est.issue(eng, est_fixed, NO_POOL, 0.0, 1.0);
+        let deps = std::mem::take(&mut self.pending);
+        if !deps.is_empty() {
+            self.used_deps = true;
+        }
+        let mut pr = deps.clone();
+        if let Some(x) = self.last_on_eng[eng] {
+            pr.push(x);
+        }
+        self.preds.push(pr);
+        self.last_on_eng[eng] = Some(id);
+        let a = self.dev.issue_after(eng, dev.0, dev.1, dev.2, dev.3, deps.clone());
+        let b = self.est.issue_after(eng, est.0, NO_POOL, est.1, est.2, deps);
         debug_assert!(a == id && b == id);
         self.out.push(Outstanding { id, eng, regs, span: Span::of(l) });
         Token { id }
@@ -532,6 +647,18 @@ impl Ctx {
         let eng = self.out.iter().find(|o| o.id == t.id).map(|o| o.eng);
         if let Some(e) = eng {
             self.out.retain(|o| !(o.eng == e && o.id <= t.id));
+            if self.used_deps {
+                // everything the command was ordered after has completed too
+                if let Some(lo) = self.out.iter().map(|o| o.id).min() {
+                    if lo < t.id {
+                        // mark everything reachable from t (ids >= lo)
+                        self.mark_from(lo, t.id);
+                        let (st, n) = (std::mem::take(&mut self.stamp), self.stamp_n);
+                        self.out.retain(|o| !(o.id < t.id && st.get(o.id) == Some(&n)));
+                        self.stamp = st;
+                    }
+                }
+            }
         }
         self.dev.wait(t.id);
         self.est.wait(t.id);
@@ -761,8 +888,7 @@ impl Ctx {
         }
         let rate = bytes as f64 / tt.max(1e-9);
         let eid = eng.cluster * epc + eng.index;
-        let est = self.p.dma_startup_cycles + bytes as f64 / ebw;
-        self.issue(eid, vec![sreg, dreg], l, (self.p.dma_startup_cycles, 0, bytes as f64, rate), est)
+        self.issue(eid, vec![sreg, dreg], l, (self.p.dma_startup_cycles, 0, bytes as f64, rate), (self.p.dma_startup_cycles, bytes as f64, ebw))
     }
 
     // ------------------------------------------------------------ switch
@@ -795,7 +921,7 @@ impl Ctx {
         self.counts.switch_copies += 1;
         let bw = self.p.switch_bytes_per_cycle;
         let st = self.p.switch_startup_cycles;
-        self.issue(eid, vec![r1, r2], l, (st, 1, bytes as f64, bw), st + bytes as f64 / bw)
+        self.issue(eid, vec![r1, r2], l, (st, 1, bytes as f64, bw), (st, bytes as f64, bw))
     }
 
     // ------------------------------------------------------------ tensor unit
@@ -886,8 +1012,9 @@ impl Ctx {
         let macs = w.rows as u64 * w.cols as u64;
         self.counts.passes += 1;
         self.counts.macs += macs;
-        let c = self.p.pass_issue() + (macs as f64 / (self.p.lanes_per_slice * self.p.tensor_macs_per_lane_cycle)).ceil();
-        self.issue(eid, regs, l, (c, 0, 0.0, 1.0), c)
+        let comp = (macs as f64 / (self.p.lanes_per_slice * self.p.tensor_macs_per_lane_cycle)).ceil();
+        let iss = self.p.pass_issue();
+        self.issue(eid, regs, l, (iss, NO_POOL, comp, 1.0), (iss, comp, 1.0))
     }
 
     // ------------------------------------------------------------ vector engine
@@ -920,8 +1047,9 @@ impl Ctx {
             return Err(self.fail_all(errs));
         }
         self.counts.vector_ops += 1;
-        let c = self.p.vector_op_cycles + (len as f64 / self.p.vector_elems_per_cycle).ceil();
-        Ok(self.issue(eid, regs, l, (c, 0, 0.0, 1.0), c).id)
+        let work = (len as f64 / self.p.vector_elems_per_cycle).ceil();
+        let fx = self.p.vector_op_cycles;
+        Ok(self.issue(eid, regs, l, (fx, NO_POOL, work, 1.0), (fx, work, 1.0)).id)
     }
     fn lens(&mut self, l: &'static Location<'static>, ok: bool, what: &str) -> bool {
         if !ok {

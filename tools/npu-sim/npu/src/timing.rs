@@ -3,6 +3,11 @@
 //! fixed-latency phase and then optionally a fluid phase moving bytes through
 //! a shared pool (HBM sustained bandwidth, switch network) with max-min fair
 //! sharing. The host issues commands and blocks on waits.
+//!
+//! A command may name earlier commands it depends on (`deps`): its fixed
+//! phase (DMA startup, pass issue, vector-op setup, switch startup) runs as
+//! soon as its engine is free and the host has issued it, overlapping the
+//! wait; only its data phase waits until every dependency has completed.
 
 use std::collections::VecDeque;
 
@@ -17,7 +22,10 @@ struct TCmd {
     pool: usize,
     bytes: f64,
     max_rate: f64,
+    deps: Vec<usize>,
     start: f64,
+    ready: f64,
+    data: f64,
     done: f64,
 }
 
@@ -49,8 +57,15 @@ impl Timing {
 
     /// Issue a command at the current host time; returns its id.
     pub fn issue(&mut self, eng: usize, fixed: f64, pool: usize, bytes: f64, max_rate: f64) -> usize {
+        self.issue_after(eng, fixed, pool, bytes, max_rate, vec![])
+    }
+
+    /// Issue a command whose data phase waits for the commands `deps`
+    /// (ids of earlier commands); its fixed phase does not.
+    pub fn issue_after(&mut self, eng: usize, fixed: f64, pool: usize, bytes: f64, max_rate: f64, deps: Vec<usize>) -> usize {
         let id = self.cmds.len();
-        self.cmds.push(TCmd { eng, issue: self.host, fixed, pool, bytes, max_rate, start: f64::NAN, done: f64::NAN });
+        let deps: Vec<usize> = deps.into_iter().filter(|&d| d < id).collect();
+        self.cmds.push(TCmd { eng, issue: self.host, fixed, pool, bytes, max_rate, deps, start: f64::NAN, ready: f64::NAN, data: f64::NAN, done: f64::NAN });
         self.engs[eng].queue.push_back(id);
         self.host += self.host_issue;
         self.active += 1;
@@ -79,6 +94,16 @@ impl Timing {
         self.cmds.iter().map(|c| (c.eng, c.issue, c.start, c.done)).collect()
     }
 
+    /// (fixed phase end, data phase start) of a command: they differ when the
+    /// command waited for its dependencies.
+    pub fn phases(&self, id: usize) -> (f64, f64) {
+        (self.cmds[id].ready, self.cmds[id].data)
+    }
+
+    fn deps_done(&self, c: usize) -> bool {
+        self.cmds[c].deps.iter().all(|&d| !self.cmds[d].done.is_nan())
+    }
+
     pub fn busy(&self, eng: usize) -> f64 {
         self.engs[eng].busy
     }
@@ -86,7 +111,8 @@ impl Timing {
     fn complete(&mut self, e: usize) {
         let c = self.engs[e].cur.take().unwrap();
         self.cmds[c].done = self.now;
-        self.engs[e].busy += self.now - self.cmds[c].start;
+        let waited = (self.cmds[c].data - self.cmds[c].ready).max(0.0);
+        self.engs[e].busy += self.now - self.cmds[c].start - waited;
         self.engs[e].fluid = false;
         self.active -= 1;
     }
@@ -113,6 +139,13 @@ impl Timing {
                     }
                     if let Some(c) = self.engs[e].cur {
                         if !self.engs[e].fluid && self.engs[e].fixed_end <= self.now + 1e-9 {
+                            if self.cmds[c].ready.is_nan() {
+                                self.cmds[c].ready = self.engs[e].fixed_end;
+                            }
+                            if !self.deps_done(c) {
+                                continue;
+                            }
+                            self.cmds[c].data = self.now;
                             if self.cmds[c].bytes > 0.0 {
                                 self.engs[e].fluid = true;
                                 self.engs[e].remaining = self.cmds[c].bytes;
@@ -170,9 +203,10 @@ impl Timing {
                             }
                             let t = self.now + self.engs[e].remaining / rates[e].max(1e-12);
                             next = next.min(t);
-                        } else {
+                        } else if self.engs[e].fixed_end > self.now + 1e-9 {
                             next = next.min(self.engs[e].fixed_end);
                         }
+                        // else: waiting for dependencies (their completion is an event)
                     }
                     None => {
                         if let Some(&c) = self.engs[e].queue.front() {
