@@ -728,7 +728,7 @@ struct CampaignDriver::Impl {
 
         CampaignResult result;
         while (true) {
-            if (interrupted()) {
+            if (options.stop_requested ? options.stop_requested() : interrupted()) {
                 result.stop = StopReason::interrupted;
                 result.message = "stopped by a signal after the step in flight";
                 break;

@@ -64,6 +64,8 @@ struct CampaignOptions {
     std::optional<std::int64_t> max_steps;///< stop this run after so many steps (tests, demos)
     std::function<void(const Progress&)> progress;
     bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock
+    /// Polled between steps; default: SIGINT/SIGTERM arrived (core/interrupt).
+    std::function<bool()> stop_requested;
 };
 
 /// One kernel as the driver needs it.

@@ -114,7 +114,7 @@ public:
         auto& second = unexplained_first ? shrinking : invisible;
         for (std::size_t idx = 0; idx < std::max(first.size(), second.size()); ++idx) {
             if (idx < first.size()) ordered.push_back(first[idx]);
-            if (idx < second.size() && idx % 2 == 1) ordered.push_back(second[idx]);
+            if (idx < second.size()) ordered.push_back(second[idx]);
         }
         return to_proposals(context, ordered, name(), [&](const ScoredAssignment& item) {
             bool is_invisible = item.quantities == champion_quantities;

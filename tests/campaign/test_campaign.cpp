@@ -1,0 +1,388 @@
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "campaign/driver.hpp"
+#include "campaign/lock.hpp"
+#include "core/error.hpp"
+#include "core/interrupt.hpp"
+#include "search/tree.hpp"
+#include "store/tree_store.hpp"
+#include "../search/search_test_util.hpp"
+
+using namespace npuopt;
+using npuopt::test::ScratchDir;
+using npuopt::test::write_text;
+
+namespace {
+
+double param_in(const std::string& source, const std::string& name, double fallback) {
+    std::smatch match;
+    std::regex pattern(name + " ([0-9]+)");
+    if (std::regex_search(source, match, pattern)) return std::stod(match[1].str());
+    return fallback;
+}
+
+/// The toy device's true cycles; BUFFERS and SPLIT matter although no quantity shows them.
+double true_cycles(const std::map<std::string, double>& quantities, const std::string& source) {
+    if (quantities.empty()) return 5.0e6;  // the baseline
+    double engines = quantities.at("engine_index") + 1.0;
+    double packet = quantities.at("packet_bytes");
+    double packet_penalty = packet >= 4096 ? 0.0 : packet >= 1024 ? 2000.0 : 8000.0;
+    if (source.find("stream") != std::string::npos) {
+        double split = param_in(source, "split", 1);
+        return 1.5 * 1048576.0 / (100.0 * engines) + 64.0 * split * 500.0 / engines + 30000.0 / split;
+    }
+    double buffers = param_in(source, "buffers", 1);
+    double cycles = 1048576.0 / (100.0 * engines) + quantities.at("dma_commands") * 500.0 / engines +
+                    quantities.at("passes") * 150.0 + packet_penalty;
+    return buffers == 2 ? 0.8 * cycles : cycles;
+}
+
+std::string read_file(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+/// A deterministic evaluator: the true cycles, accept when 1 % faster, hang when passes == 16.
+struct FakeEvaluator final : campaign::Evaluator {
+    std::map<std::string, int> calls;
+    std::string version = "fake 1.0";
+    std::function<void(int)> on_evaluate;
+    int evaluations = 0;
+
+    eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
+                           const eval::KernelContext&) override {
+        calls[candidate.content_hash] += 1;
+        evaluations += 1;
+        eval::Outcome outcome;
+        auto stage = [&](eval::Stage which, const std::string& verdict, const std::string& reason) {
+            outcome.stages.push_back({which, verdict, reason, 0.1, 0});
+        };
+        stage(eval::Stage::rules, "pass", "");
+        stage(eval::Stage::compile, "pass", "");
+        auto passes = candidate.quantities.find("passes");
+        if (passes != candidate.quantities.end() && passes->second == 16) {
+            stage(eval::Stage::correctness, "fail", "timed out after 10 s: the kernel hung");
+            outcome.final_reason = "timed out after 10 s: the kernel hung";
+            outcome.device_runs = 1;
+            outcome.device_secs = 10;
+        } else {
+            double cycles = true_cycles(candidate.quantities, read_file(candidate.source_file));
+            outcome.correct = true;
+            outcome.cycles_median = cycles;
+            outcome.device_runs = 4;
+            outcome.device_secs = 2;
+            stage(eval::Stage::correctness, "pass", "");
+            if (!champion) {
+                outcome.accepted = true;
+                stage(eval::Stage::screen, "pass", "first champion");
+            } else {
+                outcome.champion_cycles_median = champion->cycles_median;
+                outcome.speedup = champion->cycles_median / cycles;
+                outcome.accepted = cycles < 0.99 * champion->cycles_median;
+                stage(eval::Stage::race, outcome.accepted ? "accept" : "reject",
+                      outcome.accepted ? "faster" : "not faster by 1%");
+            }
+        }
+        if (on_evaluate) on_evaluate(evaluations);
+        return outcome;
+    }
+    eval::Outcome revalidate(const eval::Champion&, const eval::Champion&, const eval::KernelContext&) override {
+        eval::Outcome outcome;
+        outcome.accepted = true;
+        outcome.device_runs = 2;
+        return outcome;
+    }
+    double speed_of_light_cycles(const eval::KernelContext&) override { return 1048576.0 / 1000.0; }
+    std::string toolchain_version(std::string* why) override {
+        if (version.empty() && why) *why = "npuc not found on PATH or in the target's search paths";
+        return version;
+    }
+};
+
+config::KernelsConfig toy_kernels(const std::filesystem::path& dir) {
+    config::KernelsConfig kernels;
+    config::KernelSpec kernel;
+    kernel.name = "toy";
+    kernel.shape = {{"n", 1024}};
+    kernel.baseline = dir / "baseline_toy.rs";
+    kernels.kernels.push_back(kernel);
+    return kernels;
+}
+
+campaign::CampaignOptions toy_options(const std::filesystem::path& dir) {
+    campaign::CampaignOptions options;
+    options.dir = dir;
+    options.target = "toy-target";
+    options.seed = 7;
+    options.wall_budget_secs = 3600;
+    options.device_run_budget = 100000;
+    options.stop_requested = [] { return false; };
+    return options;
+}
+
+knowledge::HardwareModel toy_model() {
+    knowledge::HardwareModel model;
+    model.sustained_bytes_per_cycle = 1000.0;
+    model.dma_engine_bytes_per_cycle = 100.0;
+    model.dma_startup_cycles = 500.0;
+    model.pass_issue_cycles = 600.0;
+    return model;
+}
+
+/// The best design of the toy target by enumeration (hanging designs excluded).
+std::string best_toy_hash(const std::filesystem::path& templates_dir, double* best_cycles) {
+    auto setups = campaign::prepare_kernels(toy_kernels(templates_dir), {}, templates_dir, "toy-target");
+    std::string best;
+    *best_cycles = 1e300;
+    for (const auto& tmpl : setups.at(0).templates) {
+        if (tmpl->is_baseline()) continue;
+        std::vector<search::Assignment> assignments = {{}};
+        for (const auto& param : tmpl->params()) {
+            std::vector<search::Assignment> next;
+            for (const auto& partial : assignments) {
+                for (double value : param.values) {
+                    auto extended = partial;
+                    extended[param.name] = value;
+                    next.push_back(extended);
+                }
+            }
+            assignments = next;
+        }
+        for (const auto& assignment : assignments) {
+            if (tmpl->check_constraints(assignment)) continue;
+            auto design = tmpl->instantiate(assignment);
+            if (design.quantities.at("passes") == 16) continue;
+            double cycles = true_cycles(design.quantities, design.source);
+            if (cycles < *best_cycles) {
+                *best_cycles = cycles;
+                best = design.content_hash;
+            }
+        }
+    }
+    return best;
+}
+
+std::string champion_hash(store::CampaignStore& store, const std::string& kernel) {
+    auto champion = store::TreeStore(store.database()).current_champion(kernel);
+    if (!champion) return "";
+    return store.find_design(champion->design_id)->content_hash;
+}
+
+campaign::CampaignResult run_toy(const std::filesystem::path& campaign_dir, const std::filesystem::path& templates_dir,
+                                 FakeEvaluator& evaluator, campaign::CampaignOptions options) {
+    auto store = store::CampaignStore::open(campaign_dir / "campaign.db");
+    auto setups = campaign::prepare_kernels(toy_kernels(templates_dir), {}, templates_dir, "toy-target");
+    campaign::CampaignDriver driver(store, evaluator, std::move(setups), std::move(options), toy_model());
+    return driver.run();
+}
+
+}  // namespace
+
+TEST_CASE("a small campaign with a fake evaluator reaches the best design") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    double best_cycles = 0;
+    std::string best = best_toy_hash(templates.path, &best_cycles);
+    REQUIRE_FALSE(best.empty());
+
+    FakeEvaluator evaluator;
+    std::vector<campaign::Progress> progress;
+    auto options = toy_options(dir.path);
+    options.progress = [&](const campaign::Progress& update) { progress.push_back(update); };
+    auto result = run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(result.stop == campaign::StopReason::finished);
+    for (const auto& [hash, count] : evaluator.calls) CHECK(count == 1);
+
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    CHECK(champion_hash(store, "toy") == best);
+    REQUIRE(result.kernels.size() == 1);
+    CHECK(*result.kernels[0].champion_cycles == doctest::Approx(best_cycles));
+    CHECK(*result.kernels[0].baseline_cycles == doctest::Approx(5.0e6));
+
+    // The search spent fewer evaluations than the 97 designs there are... or found the best early.
+    REQUIRE_FALSE(progress.empty());
+    CHECK(progress.front().role == "baseline");
+    CHECK(progress.back().speedup > 10.0);
+    CHECK(progress.back().sol_fraction > 0.0);
+    CHECK(progress.back().sol_fraction <= 1.0);
+    CHECK(progress.back().device_runs_used == result.device_runs_used);
+
+    // Every role acted and the tree shows the champion path.
+    auto tree = search::load_tree(store, "toy");
+    std::set<std::string> roles;
+    for (const auto& node : tree.nodes) roles.insert(node.edge.role);
+    CHECK(roles.count("baseline") == 1);
+    CHECK(roles.count("architect") == 1);
+    CHECK(roles.count("tuner") == 1);
+    CHECK(tree.champion_path.size() >= 3);
+    CHECK(search::render_tree_text(tree).find("**") != std::string::npos);
+
+    auto status = campaign::campaign_status(store);
+    CHECK(status.state == "finished");
+    REQUIRE(status.kernels.size() == 1);
+    CHECK(status.kernels[0].speedup == doctest::Approx(5.0e6 / best_cycles));
+    CHECK(status.kernels[0].sol_fraction > 0.0);
+    CHECK(status.geomean_speedup == doctest::Approx(status.kernels[0].speedup));
+    CHECK(campaign::render_status_text(status).find("toy") != std::string::npos);
+    CHECK(campaign::to_json(status)["kernels"][0]["designs"] == static_cast<std::int64_t>(tree.nodes.size()));
+}
+
+TEST_CASE("a campaign resumes after a step limit without evaluating a design twice") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    double best_cycles = 0;
+    std::string best = best_toy_hash(templates.path, &best_cycles);
+
+    FakeEvaluator evaluator;
+    auto options = toy_options(dir.path);
+    options.max_steps = 6;
+    auto first = run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(first.stop == campaign::StopReason::step_limit);
+    CHECK(first.steps_this_run == 6);
+    {
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        auto status = campaign::campaign_status(store);
+        CHECK(status.state == "stopped");
+        CHECK(status.stop_reason == "step_limit");
+        CHECK(status.steps == 6);
+    }
+    options.max_steps.reset();
+    auto second = run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(second.stop == campaign::StopReason::finished);
+    for (const auto& [hash, count] : evaluator.calls) CHECK(count == 1);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    CHECK(champion_hash(store, "toy") == best);
+    auto events = store.list_events(1000);
+    CHECK(std::any_of(events.begin(), events.end(), [](const auto& event) { return event.kind == "campaign_resumed"; }));
+}
+
+TEST_CASE("SIGINT finishes the step in flight and a rerun resumes without repeating a design") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        int code = 1;
+        try {
+            install_interrupt_handlers();
+            FakeEvaluator evaluator;
+            evaluator.on_evaluate = [](int count) {
+                if (count == 4) ::raise(SIGINT);
+            };
+            auto options = toy_options(dir.path);
+            options.stop_requested = {};  // the real flag
+            auto result = run_toy(dir.path, templates.path, evaluator, options);
+            code = result.stop == campaign::StopReason::interrupted && result.steps_this_run == 4 ? 3 : 1;
+        } catch (...) {
+            code = 2;
+        }
+        ::_exit(code);
+    }
+    int wait_status = 0;
+    REQUIRE(::waitpid(child, &wait_status, 0) == child);
+    REQUIRE(WIFEXITED(wait_status));
+    CHECK(WEXITSTATUS(wait_status) == 3);
+
+    std::set<std::string> evaluated_before;
+    {
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        CHECK(store.database().integrity_check() == "ok");
+        auto tree = search::load_tree(store, "toy");
+        CHECK(tree.nodes.size() == 4);
+        for (const auto& node : tree.nodes) evaluated_before.insert(node.design.content_hash);
+        CHECK(campaign::campaign_status(store).stop_reason == "interrupted");
+    }
+    FakeEvaluator evaluator;
+    auto result = run_toy(dir.path, templates.path, evaluator, toy_options(dir.path));
+    CHECK(result.stop == campaign::StopReason::finished);
+    for (const auto& [hash, count] : evaluator.calls) {
+        CHECK(count == 1);
+        CHECK(evaluated_before.count(hash) == 0);
+    }
+}
+
+TEST_CASE("a second concurrent run of the same campaign is refused") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    auto held = campaign::CampaignLock::acquire(dir.path);
+    CHECK(campaign::campaign_locked(dir.path));
+    FakeEvaluator evaluator;
+    std::string message;
+    try {
+        run_toy(dir.path, templates.path, evaluator, toy_options(dir.path));
+    } catch (const Error& error) {
+        message = error.what();
+        CHECK(error.kind() == ErrorKind::invalid_input);
+    }
+    CHECK(message.find("already running") != std::string::npos);
+    CHECK(message.find(std::to_string(::getpid())) != std::string::npos);
+    CHECK(evaluator.evaluations == 0);
+}
+
+TEST_CASE("a missing toolchain a broken template and a hanging kernel are recorded failures") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    write_text(templates.path / "broken.template.yaml",
+               "template: broken\nkernel: toy\nsource: toy_stream.rs\nparams:\n  ENGINES: {values: [1], default: 1}\n"
+               "  SPLIT: {values: [1], default: 1}\nquantities:\n  passes: \"nope * 2\"\n");
+
+    SUBCASE("missing toolchain") {
+        FakeEvaluator evaluator;
+        evaluator.version = "";
+        auto result = run_toy(dir.path, templates.path, evaluator, toy_options(dir.path));
+        CHECK(result.stop == campaign::StopReason::all_failed);
+        CHECK(evaluator.evaluations == 0);
+        REQUIRE(result.kernels.size() == 1);
+        CHECK(result.kernels[0].status == "failed");
+        CHECK(result.kernels[0].reason.find("toolchain missing: npuc not found") != std::string::npos);
+        // Once the toolchain is there, the next run starts the kernel.
+        FakeEvaluator fixed;
+        auto options = toy_options(dir.path);
+        options.max_steps = 3;
+        auto rerun = run_toy(dir.path, templates.path, fixed, options);
+        CHECK(rerun.stop == campaign::StopReason::step_limit);
+        CHECK(rerun.kernels[0].champion_cycles.has_value());
+    }
+    SUBCASE("broken template and hang") {
+        FakeEvaluator evaluator;
+        auto result = run_toy(dir.path, templates.path, evaluator, toy_options(dir.path));
+        CHECK(result.stop == campaign::StopReason::finished);
+        CHECK(result.kernels[0].champion_cycles.has_value());
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        auto events = store.list_events(1000);
+        auto broken = std::find_if(events.begin(), events.end(), [](const auto& event) {
+            return event.kind == "template_failed";
+        });
+        REQUIRE(broken != events.end());
+        CHECK(broken->payload_json.find("broken.template.yaml:8") != std::string::npos);
+        CHECK(broken->payload_json.find("quantities.passes") != std::string::npos);
+        auto tree = search::load_tree(store, "toy");
+        int hung = 0;
+        for (const auto& node : tree.nodes) {
+            CHECK(node.design.template_name != "broken");
+            if (node.edge.verdict == "failed") {
+                hung += 1;
+                CHECK(node.edge.final_reason.find("hung") != std::string::npos);
+                CHECK(node.edge.last_stage == "correctness");
+            }
+        }
+        CHECK(hung >= 1);
+    }
+}

@@ -1,0 +1,377 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "config/target_loader.hpp"
+#include "config/template_config.hpp"
+#include "core/error.hpp"
+#include "search/cost_model.hpp"
+#include "search/design.hpp"
+#include "search/roles.hpp"
+#include "search/scheduler.hpp"
+#include "search/tree.hpp"
+#include "search_test_util.hpp"
+#include "store/campaign_store.hpp"
+#include "store/tree_store.hpp"
+
+using namespace npuopt;
+using npuopt::test::ScratchDir;
+using npuopt::test::write_text;
+
+namespace {
+
+config::KernelSpec toy_kernel(const std::filesystem::path& dir) {
+    config::KernelSpec kernel;
+    kernel.name = "toy";
+    kernel.shape = {{"n", 1024}};
+    kernel.baseline = dir / "baseline_toy.rs";
+    return kernel;
+}
+
+std::string error_of(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const Error& error) {
+        return error.what();
+    }
+    return "";
+}
+
+knowledge::HardwareModel synthetic_model() {
+    knowledge::HardwareModel model;
+    model.sustained_bytes_per_cycle = 1000.0;
+    model.dma_engine_bytes_per_cycle = 100.0;
+    model.dma_startup_cycles = 500.0;
+    model.pass_issue_cycles = 600.0;
+    model.clusters = 1.0;
+    return model;
+}
+
+}  // namespace
+
+TEST_CASE("template parsing errors name file line and key") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto bad_default = dir.path / "bad.template.yaml";
+    write_text(bad_default, "template: bad\nkernel: toy\nsource: toy_tiles.rs\nparams:\n  ENGINES: {values: [1, 2], default: 3}\n");
+    std::string message = error_of([&] { config::load_template_config(bad_default); });
+    CHECK(message.find("bad.template.yaml:5:") != std::string::npos);
+    CHECK(message.find("params.ENGINES.default") != std::string::npos);
+
+    auto unknown_key = dir.path / "unknown.template.yaml";
+    write_text(unknown_key, "template: unknown\nkernel: toy\nsource: toy_tiles.rs\nparamz: {}\n");
+    message = error_of([&] { config::load_template_config(unknown_key); });
+    CHECK(message.find("unknown.template.yaml:4:") != std::string::npos);
+    CHECK(message.find("paramz") != std::string::npos);
+
+    auto missing_source = dir.path / "nosource.template.yaml";
+    write_text(missing_source, "template: nosource\nkernel: toy\nsource: nowhere.rs\n");
+    message = error_of([&] { config::load_template_config(missing_source); });
+    CHECK(message.find("nosource.template.yaml:3:") != std::string::npos);
+    CHECK(message.find("'source'") != std::string::npos);
+
+    // An expression over an unknown name fails when compiled for the kernel, at its line.
+    auto bad_expression = dir.path / "badexpr.template.yaml";
+    write_text(bad_expression,
+               "template: badexpr\nkernel: toy\nsource: toy_stream.rs\nparams:\n  ENGINES: {values: [1], default: 1}\n"
+               "  SPLIT: {values: [1], default: 1}\nquantities:\n  dm_bytes: \"ENGINES * hidden\"\n");
+    auto spec = config::load_template_config(bad_expression);
+    message = error_of([&] { search::Template::load(spec, toy_kernel(dir.path), "toy-target"); });
+    CHECK(message.find("badexpr.template.yaml:8:") != std::string::npos);
+    CHECK(message.find("quantities.dm_bytes") != std::string::npos);
+    CHECK(message.find("hidden") != std::string::npos);
+
+    // A ${NAME} in the source that no param declares.
+    write_text(dir.path / "undeclared.rs", "${ENGINES} ${MISSING}\n");
+    auto undeclared = dir.path / "undeclared.template.yaml";
+    write_text(undeclared, "template: undeclared\nkernel: toy\nsource: undeclared.rs\nparams:\n  ENGINES: {values: [1], default: 1}\n");
+    spec = config::load_template_config(undeclared);
+    message = error_of([&] { search::Template::load(spec, toy_kernel(dir.path), "toy-target"); });
+    CHECK(message.find("MISSING") != std::string::npos);
+}
+
+TEST_CASE("template dir reports a broken template and keeps the others") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    write_text(dir.path / "broken.template.yaml", "template: broken\nkernel: [oops\n");
+    std::vector<std::string> errors;
+    auto specs = config::load_template_dir(dir.path, &errors);
+    CHECK(specs.size() == 2);
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0].find("broken.template.yaml") != std::string::npos);
+}
+
+TEST_CASE("the shipped npu-sim templates compile against kernels.yaml") {
+    std::filesystem::path root = NPUOPT_SOURCE_DIR;
+    auto templates_dir = root / "dsl_templates" / "npu-sim";
+    auto kernels = config::load_kernels_config(root / "knowledge" / "npu-sim" / "kernels.yaml", templates_dir);
+    std::vector<std::string> dir_errors;
+    auto specs = config::load_template_dir(templates_dir, &dir_errors);
+    CHECK(dir_errors.empty());
+    CHECK(specs.size() >= 3);
+    for (const auto& kernel : kernels.kernels) {
+        std::vector<std::string> errors;
+        auto templates = search::load_kernel_templates(specs, kernel, "npu-sim", errors);
+        INFO(kernel.name, errors.empty() ? std::string() : errors.front());
+        CHECK(errors.empty());
+        REQUIRE(templates.size() >= 2);
+        CHECK(templates.front()->is_baseline());
+        for (const auto& tmpl : templates) {
+            if (tmpl->is_baseline()) continue;
+            search::Design design = tmpl->instantiate(tmpl->default_assignment());
+            CHECK(design.source.find("${") == std::string::npos);
+            CHECK(design.quantities.at("weight_bytes") > 0);
+            CHECK(design.quantities.count("dm_bytes") == 1);
+        }
+    }
+}
+
+TEST_CASE("instantiation substitutes params and the hash is stable") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto spec = config::load_template_config(dir.path / "toy_tiles.template.yaml");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::Assignment assignment = {{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 16}, {"BUFFERS", 2}};
+    search::Design first = tmpl->instantiate(assignment);
+    search::Design again = tmpl->instantiate(assignment);
+    CHECK(first.content_hash == again.content_hash);
+    CHECK(first.content_hash.size() == 64);
+    CHECK(first.source.find("engines 4 packet 1024 rows 16 buffers 2") != std::string::npos);
+    CHECK(first.quantities.at("dma_commands") == doctest::Approx(128));
+    CHECK(first.quantities.at("passes") == doctest::Approx(64));
+    CHECK(first.features.at("tile_bytes") == doctest::Approx(16384));
+    CHECK(first.label() == "toy_tiles{BUFFERS=2,ENGINES=4,PACKET=1024,ROWS=16}");
+    CHECK(first.params_json().dump() == R"({"BUFFERS":2,"ENGINES":4,"PACKET":1024,"ROWS":16})");
+
+    assignment["ENGINES"] = 8;
+    CHECK(tmpl->instantiate(assignment).content_hash != first.content_hash);
+    // The hash keys target and shape too: the same source for another shape is another design.
+    CHECK(search::design_hash("toy-target", "toy", "n=1024", first.source) == first.content_hash);
+    CHECK(search::design_hash("toy-target", "toy", "n=2048", first.source) != first.content_hash);
+
+    // Values outside the domain are refused.
+    assignment["ENGINES"] = 3;
+    CHECK(tmpl->check_domain(assignment).has_value());
+    CHECK_THROWS_AS(tmpl->instantiate(assignment), Error);
+
+    auto baseline = search::Template::baseline(toy_kernel(dir.path), "toy-target");
+    search::Design base = baseline->instantiate({});
+    CHECK(base.is_baseline);
+    CHECK(base.source.find("baseline toy kernel") != std::string::npos);
+    CHECK(base.quantities.empty());
+}
+
+TEST_CASE("constraints filter assignments and proposals") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto spec = config::load_template_config(dir.path / "toy_tiles.template.yaml");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::Assignment ok = {{"ENGINES", 1}, {"PACKET", 256}, {"ROWS", 64}, {"BUFFERS", 1}};
+    search::Assignment too_big = {{"ENGINES", 1}, {"PACKET", 256}, {"ROWS", 64}, {"BUFFERS", 2}};
+    CHECK_FALSE(tmpl->check_constraints(ok).has_value());
+    auto violated = tmpl->check_constraints(too_big);
+    REQUIRE(violated.has_value());
+    CHECK(violated->find("ROWS * n * BUFFERS <= 65536") != std::string::npos);
+
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tmpl};
+    CHECK_FALSE(search::score_assignment(context, *tmpl, too_big, "m").has_value());
+    CHECK(search::score_assignment(context, *tmpl, ok, "m").has_value());
+    // A known rule forbids what it forbids.
+    context.rule_check = [](const std::map<std::string, double>& quantities) -> std::optional<std::string> {
+        if (quantities.at("engine_index") >= 3) return std::string("engine_index <= 2");
+        return std::nullopt;
+    };
+    search::Assignment eight = ok;
+    eight["ENGINES"] = 8;
+    CHECK_FALSE(search::score_assignment(context, *tmpl, eight, "m").has_value());
+    auto neighbours = search::neighbour_assignments(*tmpl, ok);
+    CHECK(neighbours.size() > 10);
+    search::CostModel model(synthetic_model());
+    context.cost_model = &model;
+    context.champion = tmpl->instantiate(ok);
+    context.champion_cycles = 1e6;
+    context.max_proposals = 200;
+    auto tuner = search::make_tuner();
+    auto proposals = tuner->propose(context);
+    REQUIRE_FALSE(proposals.empty());
+    for (const auto& proposal : proposals) {
+        CHECK_FALSE(tmpl->check_constraints(proposal.design.params).has_value());
+        CHECK(proposal.design.params.at("ENGINES") < 8);
+        CHECK(proposal.design.content_hash != context.champion->content_hash);
+    }
+}
+
+TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a family correction") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto spec = config::load_template_config(dir.path / "toy_tiles.template.yaml");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::CostModel model(synthetic_model());
+    auto predict = [&](double engines, double rows) {
+        search::Assignment assignment = {{"ENGINES", engines}, {"PACKET", 1024}, {"ROWS", rows}, {"BUFFERS", 1}};
+        return *model.predict("tiles", tmpl->evaluate_quantities(assignment));
+    };
+    // More engines stream faster; more rows mean fewer commands and passes.
+    CHECK(predict(8, 64) < predict(4, 64));
+    CHECK(predict(4, 64) < predict(1, 64));
+    CHECK(predict(8, 64) < predict(8, 8));
+    // The weight-movement minimum bounds every prediction from below.
+    CHECK(predict(8, 64) >= 1024.0 * 1024.0 / 1000.0);
+
+    search::Assignment probe = {{"ENGINES", 2}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}};
+    auto quantities = tmpl->evaluate_quantities(probe);
+    double base = *model.predict_base(quantities);
+    for (double engines : {1.0, 2.0, 4.0, 8.0}) {
+        probe["ENGINES"] = engines;
+        auto measured_quantities = tmpl->evaluate_quantities(probe);
+        model.observe("tiles", measured_quantities, 2.0 * *model.predict_base(measured_quantities));
+    }
+    CHECK(model.correction("tiles").points == 4);
+    CHECK(*model.predict("tiles", quantities) == doctest::Approx(2.0 * base).epsilon(0.01));
+    CHECK(*model.predict("stream", quantities) == doctest::Approx(base));
+
+    // The analyst names the dominant term.
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tmpl};
+    context.cost_model = &model;
+    search::Assignment slow = {{"ENGINES", 1}, {"PACKET", 1024}, {"ROWS", 8}, {"BUFFERS", 1}};
+    context.champion = tmpl->instantiate(slow);
+    context.champion_cycles = model.terms(context.champion->quantities).combined() * 1.1;
+    context.speed_of_light_cycles = 1024.0 * 1024.0 / 1000.0;
+    auto attribution = search::attribute(context);
+    CHECK(attribution.dominant == "pass_issue");
+    CHECK(attribution.text.find("weight-movement minimum") != std::string::npos);
+    auto analyst = search::make_analyst();
+    auto proposals = analyst->propose(context);
+    REQUIRE_FALSE(proposals.empty());
+    CHECK(proposals.front().design.quantities.at("passes") < context.champion->quantities.at("passes"));
+}
+
+TEST_CASE("scheduler shifts from architect to tuner with synthetic rewards") {
+    search::Scheduler scheduler({"analyst", "architect", "tuner"});
+    // Young campaign, nothing known: the architect acts first.
+    CHECK(scheduler.pick(0.0, 1) == "architect");
+    CHECK(scheduler.pick(1.0, 1) == "tuner");
+    std::map<std::string, int> early;
+    std::map<std::string, int> late;
+    const int steps = 400;
+    for (int step_idx = 0; step_idx < steps; ++step_idx) {
+        double age = static_cast<double>(step_idx) / steps;
+        std::string role = scheduler.pick(age, static_cast<std::uint64_t>(step_idx));
+        REQUIRE_FALSE(role.empty());
+        if (step_idx < 100) early[role] += 1;
+        if (step_idx >= 300) late[role] += 1;
+        // Architects win big early and stop winning; tuners win small gains steadily.
+        bool accepted = false;
+        double gain = 0.0;
+        if (role == "architect" && age < 0.3 && step_idx % 2 == 0) { accepted = true; gain = 0.3; }
+        if (role == "tuner" && step_idx % 3 == 0) { accepted = true; gain = 0.03; }
+        scheduler.record(role, gain, 10.0, accepted);
+    }
+    INFO("early architect ", early["architect"], " tuner ", early["tuner"], "; late architect ", late["architect"],
+         " tuner ", late["tuner"]);
+    CHECK(early["architect"] > early["tuner"]);
+    CHECK(late["tuner"] > late["architect"]);
+    CHECK(late["tuner"] > 50);
+    // Unavailable roles are skipped; none left gives "".
+    CHECK(scheduler.pick(0.5, 3, {"architect", "tuner"}) == "analyst");
+    CHECK(scheduler.pick(0.5, 3, {"architect", "tuner", "analyst"}).empty());
+}
+
+TEST_CASE("tree and champion path round-trip through the store") {
+    ScratchDir dir;
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    store::TreeStore trees(store.database());
+    auto design = [&](const std::string& hash, const std::string& tmpl) {
+        store::DesignRecord record;
+        record.content_hash = hash;
+        record.target = "toy-target";
+        record.kernel = "toy";
+        record.shape = "n=1024";
+        record.template_name = tmpl;
+        record.params_json = tmpl == "baseline" ? "{}" : R"({"ENGINES":4})";
+        return store.record_design(record);
+    };
+    std::int64_t base = design("h0", "baseline");
+    std::int64_t child = design("h1", "toy_tiles");
+    std::int64_t loser = design("h2", "toy_stream");
+    std::int64_t grandchild = design("h3", "toy_tiles");
+    auto edge = [&](std::int64_t id, std::optional<std::int64_t> parent, std::int64_t step, const std::string& verdict,
+                    double cycles) {
+        store::TreeEdgeRecord record;
+        record.kernel = "toy";
+        record.design_id = id;
+        record.parent_design_id = parent;
+        record.role = parent ? "architect" : "baseline";
+        record.move = parent ? "family tiles" : "baseline";
+        record.reason = "because";
+        record.step = step;
+        record.verdict = verdict;
+        record.last_stage = "race";
+        record.cycles = cycles;
+        record.quantities_json = R"({"passes":64})";
+        trees.record_edge(record);
+    };
+    edge(base, std::nullopt, 1, "accepted", 10000);
+    edge(child, base, 2, "accepted", 2000);
+    edge(loser, child, 3, "rejected", 2500);
+    edge(grandchild, child, 4, "accepted", 1000);
+    CHECK_THROWS_AS(edge(child, base, 5, "accepted", 1), Error);
+    for (auto [id, step, cycles] : {std::tuple{base, 1, 10000.0}, {child, 2, 2000.0}, {grandchild, 4, 1000.0}}) {
+        store::ChampionRecord link;
+        link.kernel = "toy";
+        link.design_id = id;
+        link.step = step;
+        link.cycles = cycles;
+        trees.push_champion(link);
+    }
+    CHECK(trees.has_edge_for_hash("toy", "h2"));
+    CHECK_FALSE(trees.has_edge_for_hash("other", "h2"));
+    CHECK(trees.list_kernels() == std::vector<std::string>{"toy"});
+
+    auto tree = search::load_tree(store, "toy");
+    REQUIRE(tree.nodes.size() == 4);
+    REQUIRE(tree.roots.size() == 1);
+    CHECK(tree.nodes[tree.roots[0]].children.size() == 1);
+    CHECK(tree.champion_path.size() == 3);
+    CHECK(*tree.baseline_cycles == 10000);
+    CHECK(*tree.champion_cycles == 1000);
+    CHECK(tree.nodes[3].is_champion);
+    CHECK_FALSE(tree.nodes[2].on_champion_path);
+
+    std::string text = search::render_tree_text(store, "toy", true);
+    CHECK(text.find("10.00x") != std::string::npos);
+    CHECK(text.find("** ") != std::string::npos);
+    CHECK(text.find("#3 toy_stream{ENGINES=4}") != std::string::npos);
+    CHECK(text.find("why: because") != std::string::npos);
+
+    auto json = search::tree_json(tree);
+    CHECK(json["nodes"].size() == 4);
+    CHECK(json["champion_path"].size() == 3);
+    CHECK(json["nodes"][1]["parent_design_id"] == base);
+    CHECK(json["nodes"][1]["quantities"]["passes"] == 64);
+    std::string dot = search::tree_dot(tree);
+    CHECK(dot.find(fmt::format("d{} -> d{}", base, child)) != std::string::npos);
+
+    auto exported = search::export_trees(store, dir.path / "trees");
+    CHECK(std::filesystem::exists(dir.path / "trees" / "toy.json"));
+    CHECK(std::filesystem::exists(dir.path / "trees" / "toy.dot"));
+    CHECK((exported.svg_note.empty() == std::filesystem::exists(dir.path / "trees" / "toy.svg")));
+
+    // A dethroned champion leaves the active path.
+    auto current = trees.current_champion("toy");
+    REQUIRE(current);
+    trees.end_champion(current->id, "re-validation failed");
+    CHECK(trees.current_champion("toy")->design_id == child);
+    CHECK(trees.champion_path("toy", true).size() == 3);
+    CHECK(trees.champion_path("toy").size() == 2);
+}
