@@ -269,3 +269,58 @@ fn static_estimate_is_biased_low() {
     let t = trace("feedforward", Shape::default(), &p(), &f);
     assert!(t.est_cycles < t.dev_cycles);
 }
+
+/// `after`: a command issued early behind a device-side dependency hides its
+/// fixed cost (pass issue, DMA startup); issuing it after a host wait pays it.
+/// The dependency also makes touching the producer's memory legal, and
+/// waiting on the consumer retires the producer.
+#[test]
+fn effect_after_overlaps_fixed_costs() {
+    let run = |early: bool| {
+        let f = move |k: &mut Ctx| {
+            let w = k.tensor("wo");
+            let out = k.tensor("out");
+            let d = k.dm_alloc(0, 64 * 1024);
+            let o = k.dm_alloc(0, 4096);
+            let x = k.trf_alloc(0, 1024);
+            let acc = k.vrf_alloc(0, 64);
+            let t1 = k.copy(engine(0, 0), w.at(0), d.at(0), 64 * 1024, 4096);
+            let pass = Pass { slice: 0, w: Tile { addr: d.addr, rows: 64, cols: 1024, pitch: 1024, dt: Dt::Fp8E4m3 }, scales: None, x, acc, accumulate: false };
+            if early {
+                let t2 = k.after(&[&t1]).pass(&pass);
+                let t3 = k.after(&[&t2]).vstore(acc, o.at(0), Dt::F32);
+                let t4 = k.after(&[&t3]).copy(engine(0, 1), o.at(0), out.at(0), 256, 256);
+                k.wait(t4);
+                k.wait(t3);
+            } else {
+                k.wait(t1);
+                let t2 = k.pass(&pass);
+                k.wait(t2);
+                let t3 = k.vstore(acc, o.at(0), Dt::F32);
+                k.wait(t3);
+                let t4 = k.copy(engine(0, 1), o.at(0), out.at(0), 256, 256);
+                k.wait(t4);
+            }
+        };
+        let t = trace("attention_output", Shape::default(), &p(), &f);
+        assert!(t.diags.is_empty(), "early={}: {:?}", early, t.diags);
+        (t.dev_cycles, t.est_cycles)
+    };
+    let (de, ee) = run(true);
+    let (ds, es) = run(false);
+    let (pi, st) = (p().pass_issue_cycles, p().dma_startup_cycles);
+    assert!(ds - de > 0.9 * (pi + st), "early {} vs serial {}", de, ds);
+    assert!(es - ee > 0.9 * (pi + st), "estimate: early {} vs serial {}", ee, es);
+    // without `after`, the same early issue is a hazard
+    let c = codes(&|k: &mut Ctx| {
+        let w = k.tensor("wo");
+        let d = k.dm_alloc(0, 64 * 1024);
+        let x = k.trf_alloc(0, 1024);
+        let acc = k.vrf_alloc(0, 64);
+        let t1 = k.copy(engine(0, 0), w.at(0), d.at(0), 64 * 1024, 4096);
+        let t2 = k.pass(&Pass { slice: 0, w: Tile { addr: d.addr, rows: 64, cols: 1024, pitch: 1024, dt: Dt::Fp8E4m3 }, scales: None, x, acc, accumulate: false });
+        k.wait(t1);
+        k.wait(t2);
+    });
+    assert_eq!(c.first(), Some(&"E0108"));
+}
