@@ -151,7 +151,11 @@ void check_recovered(const knowledge::HardwareModel& model, const char* name, do
     const auto* param = model.param(name);
     INFO(name);
     REQUIRE(param != nullptr);
-    CHECK(param->value == doctest::Approx(truth).epsilon(tolerance));
+    if (tolerance == 0) {
+        CHECK(param->value == truth);
+    } else {
+        CHECK(param->value == doctest::Approx(truth).epsilon(tolerance));
+    }
 }
 
 }  // namespace

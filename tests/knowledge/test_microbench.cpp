@@ -173,7 +173,7 @@ config::TargetConfig fake_target(const std::string& mode) {
     target.name = "fakechip";
     target.toolchain.bin = fs::path(NPUOPT_TEST_DATA_DIR) / "fake-toolchain" / "fake-npuc";
     target.toolchain.env = {{"FAKE_MODE", mode}};
-    target.toolchain.version = {{"{bin}", "--version"}, 10};
+    target.toolchain.version = {{"/usr/bin/env", "FAKE_MODE=ok", "{bin}", "--version"}, 10};  // only runs misbehave
     target.toolchain.check = {{"{bin}", "check", "{file}"}, 10};
     target.toolchain.schedule = {{"{bin}", "schedule", "{file}", "--kernel", "{kernel}"}, 10};
     target.toolchain.run = {{"{bin}", "run", "{file}", "--kernel", "{kernel}", "--seed", "{seed}", "--repeat", "{repeat}"}, 10};
