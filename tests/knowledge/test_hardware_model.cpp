@@ -4,8 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "eval/stats.hpp"
 #include "knowledge/hardware_model.hpp"
@@ -230,4 +235,27 @@ TEST_CASE("hardware model: JSON and knowledge entries carry every parameter") {
     CHECK(params == model.params.size());
     CHECK(measurements == run.points.size());
     CHECK(models == 1);
+}
+
+TEST_CASE("hardware model: recorded in a campaign store, it loads back for its toolchain version only") {
+    Chip chip;
+    auto run = Synthetic(chip, 11).build();
+    auto model = knowledge::fit_hardware_model(run, facts(chip), statistics());
+    const auto file = std::filesystem::temp_directory_path() / fmt::format("npuopt-test-hw-{}.db", ::getpid());
+    std::filesystem::remove(file);
+    {
+        auto store = store::CampaignStore::open(file);
+        CHECK(knowledge::record_hardware_model(store, model, run) > model.params.size());
+        auto loaded = knowledge::load_hardware_model(store, "synthetic", "2.0.0");
+        REQUIRE(loaded.has_value());
+        CHECK(loaded->sustained_bytes_per_cycle == model.sustained_bytes_per_cycle);
+        CHECK(loaded->params.size() == model.params.size());
+        CHECK_FALSE(knowledge::load_hardware_model(store, "synthetic", "2.1.0").has_value());
+        std::size_t params = 0;
+        for (const auto& entry : store.list_knowledge("synthetic")) params += entry.kind == "hardware_param";
+        CHECK(params == model.params.size());
+    }
+    std::filesystem::remove(file);
+    std::filesystem::remove(file.string() + "-wal");
+    std::filesystem::remove(file.string() + "-shm");
 }
