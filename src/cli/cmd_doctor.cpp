@@ -125,7 +125,8 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
     std::vector<Check> checks;
     std::optional<config::CampaignConfig> campaign;
     std::optional<std::string> target_name = options.target;
-    std::optional<fs::path> campaign_dir = options.campaign_dir;
+    std::optional<fs::path> campaign_dir;
+    if (options.campaign_dir) campaign_dir = fs::absolute(*options.campaign_dir).lexically_normal();
     if (!target_name && !campaign_dir && fs::is_regular_file(fs::path(config::k_campaign_file_name))) {
         campaign_dir = fs::current_path();
     }
