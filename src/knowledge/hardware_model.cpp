@@ -31,6 +31,7 @@ constexpr FieldInfo k_fields[] = {
     {"clusters", &HardwareModel::clusters, "count"},
     {"pass_issue_cycles", &HardwareModel::pass_issue_cycles, "cycles"},
     {"tensor_macs_per_cycle", &HardwareModel::tensor_macs_per_cycle, "MACs/cycle"},
+    {"chip_macs_per_cycle", &HardwareModel::chip_macs_per_cycle, "MACs/cycle"},
     {"vector_op_cycles", &HardwareModel::vector_op_cycles, "cycles"},
     {"vector_elems_per_cycle", &HardwareModel::vector_elems_per_cycle, "elements/cycle"},
     {"switch_startup_cycles", &HardwareModel::switch_startup_cycles, "cycles"},
@@ -459,6 +460,17 @@ HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetC
     fit_bank_conflict(run, stats, builder);
     fit_bank_hang(run, builder, model);
     fit_pass_issue(run, stats, builder);
+    if (const auto* per_slice = model.param("tensor_macs_per_cycle")) {
+        double slices = fact_or_zero(target, "slices");
+        if (slices <= 0) slices = fact_or_zero(target, "slices_per_cluster") * model.clusters;
+        if (slices > 0) {
+            builder.add("chip_macs_per_cycle", per_slice->value * slices, per_slice->ci95_lower * slices,
+                        per_slice->ci95_upper * slices, per_slice->r_squared, per_slice->points, per_slice->source,
+                        fmt::format("tensor_macs_per_cycle x {} slices (facts)", slices));
+        } else {
+            builder.missing("chip_macs_per_cycle", "no slices or slices_per_cluster fact in target.yaml");
+        }
+    }
     fit_vector_op(run, stats, builder);
     fit_switch_copy(run, stats, builder);
     for (const auto& point : run.points) {

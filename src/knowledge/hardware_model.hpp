@@ -47,6 +47,7 @@ struct HardwareModel {
     double clusters = 0.0;                        ///< public fact
     double pass_issue_cycles = 0.0;               ///< fixed cost of one tensor-unit pass
     double tensor_macs_per_cycle = 0.0;           ///< per slice
+    double chip_macs_per_cycle = 0.0;             ///< every slice together (needs the slice count as a fact)
     double vector_op_cycles = 0.0;                ///< fixed cost of one vector op
     double vector_elems_per_cycle = 0.0;
     double switch_startup_cycles = 0.0;
@@ -69,7 +70,8 @@ struct HardwareModel {
     double dma_command_cycles(double bytes, double packet_bytes) const;
 };
 
-/// Fit the model to a suite run; facts come from the target (clusters, dma_max_packet_bytes).
+/// Fit the model to a suite run; facts come from the target (clusters, dma_max_packet_bytes, and
+/// slices or slices_per_cluster for chip_macs_per_cycle).
 HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetConfig& target, const Statistics& stats);
 
 nlohmann::json to_json(const HardwareModel& model);

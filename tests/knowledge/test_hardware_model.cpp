@@ -149,6 +149,7 @@ config::TargetConfig facts(const Chip& chip) {
     target.name = "synthetic";
     target.facts["clusters"] = {chip.clusters, "count", "clusters"};
     target.facts["dma_max_packet_bytes"] = {4096, "bytes", "largest packet"};
+    target.facts["slices_per_cluster"] = {4, "count", "slices per cluster"};
     return target;
 }
 
@@ -180,6 +181,7 @@ TEST_CASE("hardware model: fits recover a known chip from noisy synthetic measur
     check_recovered(model, "bank_safe_run", 47, 0.0);
     check_recovered(model, "pass_issue_cycles", chip.pass_issue, 0.05);
     check_recovered(model, "tensor_macs_per_cycle", chip.macs_per_cycle, 0.05);
+    check_recovered(model, "chip_macs_per_cycle", chip.macs_per_cycle * 4 * chip.clusters, 0.05);
     check_recovered(model, "vector_op_cycles", chip.vector_op, 0.08);
     check_recovered(model, "vector_elems_per_cycle", chip.vector_rate, 0.08);
     check_recovered(model, "switch_bytes_per_cycle", chip.switch_bw, 0.05);

@@ -117,6 +117,8 @@ std::map<std::string, double> true_values(const std::map<std::string, double>& p
         {"clusters", at("clusters")},
         {"pass_issue_cycles", at("pass_issue_cycles") * (release_1_1 ? 2.0 / 3.0 : 1.0)},
         {"tensor_macs_per_cycle", at("lanes_per_slice") * at("tensor_macs_per_lane_cycle")},
+        {"chip_macs_per_cycle",
+         at("lanes_per_slice") * at("tensor_macs_per_lane_cycle") * at("clusters") * at("slices_per_cluster")},
         {"vector_op_cycles", at("vector_op_cycles")},
         {"vector_elems_per_cycle", at("vector_elems_per_cycle")},
         {"switch_startup_cycles", at("switch_startup_cycles")},
