@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS rule_evidence (
 );
 CREATE INDEX IF NOT EXISTS rule_evidence_by_rule ON rule_evidence (rule_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5 (
-    title, body, kind UNINDEXED, ref_id UNINDEXED, target UNINDEXED, tokenize = 'porter unicode61'
+    title, body, kind UNINDEXED, ref_id UNINDEXED, target UNINDEXED, tokenize = "porter unicode61 tokenchars '_'"
 );
 CREATE TRIGGER IF NOT EXISTS doc_sections_fts_insert AFTER INSERT ON doc_sections BEGIN
     INSERT INTO kb_fts (title, body, kind, ref_id, target) VALUES (new.heading_path, new.text, 'section', new.id, new.target);
