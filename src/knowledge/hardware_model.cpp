@@ -320,14 +320,10 @@ void fit_bank_hang(const MicrobenchRun& run, ModelBuilder& builder, HardwareMode
     auto all = run.points_measuring("bank_hang");
     if (all.empty()) return;
     double safe = 0.0, hang = k_infinity;
-    double timeout_run = 0.0;
     for (const auto* point : all) {
         const double run_len = param_of(*point, "run_len");
         if (point->status == PointStatus::ok) safe = std::max(safe, run_len);
-        if (point->status == PointStatus::timed_out) {
-            hang = std::min(hang, run_len);
-            timeout_run = run_len;
-        }
+        if (point->status == PointStatus::timed_out) hang = std::min(hang, run_len);
         if (point->status == PointStatus::failed) {
             model.findings.push_back(fmt::format("bank_hang run_len {} failed: {}", run_len, point->message));
         }
@@ -341,7 +337,6 @@ void fit_bank_hang(const MicrobenchRun& run, ModelBuilder& builder, HardwareMode
             "{} consecutive accesses complete",
             hang, safe));
     } else {
-        (void)timeout_run;
         model.findings.push_back(fmt::format("no same-bank run up to {} hung the device", safe));
     }
 }
@@ -474,8 +469,8 @@ HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetC
     fit_vector_op(run, stats, builder);
     fit_switch_copy(run, stats, builder);
     for (const auto& point : run.points) {
-        if (point.status == PointStatus::failed && point.measures != "bank_hang" &&
-            !(point.measures == "hbm_saturation")) {
+        // bank_hang reports its own; a rejected engine count is how the engine sweep ends
+        if (point.status == PointStatus::failed && point.measures != "bank_hang" && point.measures != "hbm_saturation") {
             model.findings.push_back(fmt::format("probe {} failed at {}: {}", point.probe,
                                                  nlohmann::json(point.params).dump(), point.message));
         }
