@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 
 namespace npuopt::knowledge {
 
@@ -14,6 +15,33 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string format_limit(const std::optional<double>& limit) { return limit ? fmt::format("{:g}", *limit) : "—"; }
+
+/// `text` with the release's own number ("1.1.0", "1.1") replaced by "<release>", so that a page
+/// that only restates its release number does not count as changed.
+std::string without_release(std::string text, const std::string& version) {
+    std::vector<std::string> forms = {version};
+    if (auto second_dot = version.find('.', version.find('.') + 1); second_dot != std::string::npos) {
+        forms.push_back(version.substr(0, second_dot));
+    }
+    auto is_number_char = [](char character) { return (character >= '0' && character <= '9') || character == '.'; };
+    for (const std::string& form : forms) {
+        if (form.empty()) continue;
+        std::size_t pos = 0;
+        while ((pos = text.find(form, pos)) != std::string::npos) {
+            std::size_t end = pos + form.size();
+            bool bounded = (pos == 0 || !is_number_char(text[pos - 1])) &&
+                           (end >= text.size() || !is_number_char(text[end]) ||
+                            (text[end] == '.' && (end + 1 >= text.size() || !is_number_char(text[end + 1]))));
+            if (bounded) {
+                text.replace(pos, form.size(), "<release>");
+                pos += 9;
+            } else {
+                pos = end;
+            }
+        }
+    }
+    return text;
+}
 
 RuleChange change_of(const store::KbRuleRecord& rule) {
     return {rule.signature, rule.code, rule.quantity, rule.limit, rule.limit, render_rule(rule)};
@@ -196,25 +224,33 @@ KbDiff diff(KnowledgeBase& kb, const std::string& old_version, const std::string
     result.new_version = new_version;
     store::KnowledgeStore& store = kb.store();
 
+    // Sections match by page and heading with numbers generalised: vendors put the release in
+    // their headings ("DMA (npuc 1.0)"), which must not turn every section into a new one.
+    struct SectionKey {
+        std::string label;  ///< "page.md § Heading > Path" as the version has it
+        std::string hash;
+    };
     auto sections_by_key = [&](const std::string& version) {
-        std::map<std::string, std::string> sections;  // "page § heading" → hash (latest wins)
+        std::map<std::string, SectionKey> sections;  // page|generalised heading → latest
         for (const auto& section : store.list_sections(kb.target(), version)) {
-            sections[fmt::format("{} § {}", section.source_path, section.heading_path)] = section.content_hash;
+            sections[section.source_path + "|" + generalise_message(section.heading_path)] = {
+                fmt::format("{} § {}", section.source_path, section.heading_path),
+                content_hash(without_release(section.heading_path + "\n" + section.text, version))};
         }
         return sections;
     };
     auto old_sections = sections_by_key(old_version);
     auto new_sections = sections_by_key(new_version);
-    for (const auto& [key, hash] : new_sections) {
+    for (const auto& [key, section] : new_sections) {
         auto found = old_sections.find(key);
         if (found == old_sections.end()) {
-            result.sections_added.push_back(key);
-        } else if (found->second != hash) {
-            result.sections_changed.push_back(key);
+            result.sections_added.push_back(section.label);
+        } else if (found->second.hash != section.hash) {
+            result.sections_changed.push_back(section.label);
         }
     }
-    for (const auto& [key, hash] : old_sections) {
-        if (!new_sections.contains(key)) result.sections_removed.push_back(key);
+    for (const auto& [key, section] : old_sections) {
+        if (!new_sections.contains(key)) result.sections_removed.push_back(section.label);
     }
 
     std::map<std::string, store::KbRuleRecord> old_rules;
