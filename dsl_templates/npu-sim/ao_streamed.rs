@@ -1,0 +1,359 @@
+// attention_output, design family "streamed_after": every command of the
+// kernel is issued up front, ordered on the device with `k.after`, so that the
+// host never waits in the middle and every fixed cost (DMA startup, pass issue,
+// vector / switch setup) overlaps the weight stream. The hidden rows of wo are
+// split evenly (multiples of 8 rows) over SLICES slices of both clusters; each
+// slice streams its rows in tiles of ROWS rows through a ring of BUFFERS DM
+// buffers (a tile's load is ordered after the pass that last used its buffer),
+// one sequencer program per tile part, SPLIT parts on consecutive engines,
+// packets of at most PACKET bytes. STAGGER > 1 gives slice i a first tile of
+// (i % STAGGER + 1) / STAGGER of ROWS rows so that startups do not line up.
+// XFIRST = 1 loads the operand before the first weight tile, 0 after it.
+// Per-row scale and sum of squares per tile (SCALE_LATE = 0) or once at the
+// end (1). Distributed epilogue: every slice normalises its own rows; the
+// partial sums of squares are exchanged through HBM (GATHER = 0: each slice
+// writes its partial, every slice reads all of them with one strided
+// program), or over the switch network to the first slice and back by a
+// doubling broadcast (1), or all-to-all over the switch network (2).
+use npu::*;
+
+const SLICES: usize = ${SLICES};
+const SPLIT: usize = ${SPLIT};
+const PACKET: u32 = ${PACKET};
+const ROWS: u32 = ${ROWS};
+const BUFFERS: usize = ${BUFFERS};
+const STAGGER: u32 = ${STAGGER};
+const XFIRST: u32 = ${XFIRST};
+const SCALE_LATE: u32 = ${SCALE_LATE};
+const GATHER: u32 = ${GATHER};
+
+const EPS_SQRT: f32 = 1e-30;
+
+/// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
+fn pk(bytes: u32, max: u32) -> u32 {
+    let mut p = (max.min(bytes) / 256) * 256;
+    while p >= 256 {
+        if bytes % p == 0 {
+            return p;
+        }
+        p -= 256;
+    }
+    let mut p = max.min(bytes);
+    while bytes % p != 0 {
+        p -= 1;
+    }
+    p
+}
+
+/// Largest multiple of 64 <= max dividing n.
+fn chunk_of(n: u32, max: u32) -> u32 {
+    let mut c = (max / 64) * 64;
+    while c > 64 && n % c != 0 {
+        c -= 64;
+    }
+    c
+}
+
+fn ao(k: &mut Ctx) {
+    let s = k.shape();
+    let hw = k.hw();
+    let (h, kd) = (s.hidden, s.q_heads * s.head_dim);
+    let attn = k.tensor("attn");
+    let resid = k.tensor("residual");
+    let wo = k.tensor("wo");
+    let wsc = k.tensor("wo_scale");
+    let post = k.tensor("post_norm");
+    let out = k.tensor("out");
+    let spc = hw.slices_per_cluster;
+    let nslices = SLICES.min((h / 8) as usize);
+    let g8 = h / 8;
+    let scratch = if GATHER == 0 { k.hbm_alloc(nslices as u64 * 256) } else { Hbm { addr: 0, bytes: 0 } };
+    let ch = chunk_of(kd, 512);
+
+    struct Sl {
+        sl: usize,
+        engs: Vec<Engine>,
+        r0: u32,
+        n: u32,
+        tiles: Vec<(u32, u32)>,
+        acc: Vrf,
+        scv: Vrf,
+        ssp: Vrf,
+        tmp: Vrf,
+        vec: Dm,
+        g: Dm,
+        o: Dm,
+        last: Option<Token>,
+        ep: Vec<Token>,
+        woff: u32,
+        wl: u32,
+    }
+    let mut sls: Vec<Sl> = vec![];
+    for i in 0..nslices {
+        let c = i % hw.clusters;
+        let j = i / hw.clusters;
+        let sl = c * spc + j;
+        let r0 = (i as u32 * g8 / nslices as u32) * 8;
+        let r1 = ((i as u32 + 1) * g8 / nslices as u32) * 8;
+        let n = r1 - r0;
+        let engs: Vec<Engine> = (0..SPLIT).map(|m| engine(c, (j * SPLIT + m) % hw.dma_engines_per_cluster)).collect();
+        let first = ((ROWS * (i as u32 % STAGGER + 1) / STAGGER) / 8 * 8).max(8);
+        let mut tiles = vec![];
+        let mut r = r0;
+        while r < r1 {
+            let tr = (if r == r0 { first } else { ROWS }).min(r1 - r);
+            tiles.push((r, tr));
+            r += tr;
+        }
+        let acc = k.vrf_alloc(sl, n);
+        let scv = k.vrf_alloc(sl, n);
+        let tmp = k.vrf_alloc(sl, n.max(ch));
+        let ssp = k.vrf_alloc(sl, 64);
+        let vec = k.dm_alloc(sl, (n * 2 + 512).min(h * 2) * 3); // scale, residual, post_norm windows (bf16)
+        let g = k.dm_alloc(sl, 256 + nslices as u32 * 4);
+        let o = k.dm_alloc(sl, n * 2);
+        sls.push(Sl { sl, engs, r0, n, tiles, acc, scv, ssp, tmp, vec, g, o, last: None, ep: vec![], woff: 0, wl: 0 });
+    }
+
+    // per slice: operand, weight ring, passes, per-tile vector work; no host waits
+    for x in sls.iter_mut() {
+        let sl = x.sl;
+        let e0 = x.engs[0];
+        let xd = k.dm_alloc(sl, kd * 2);
+        let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd)).collect();
+        let xt = k.trf_alloc(sl, kd);
+        let load = |k: &mut Ctx, x: &Sl, t: usize, dep: Option<&Token>| -> Vec<Token> {
+            let (r, tr) = x.tiles[t];
+            let buf = bufs[t % BUFFERS];
+            let mut v = vec![];
+            for m in 0..SPLIT as u32 {
+                let a = tr / 8 * m / SPLIT as u32 * 8;
+                let z = tr / 8 * (m + 1) / SPLIT as u32 * 8;
+                if z > a {
+                    let bytes = (z - a) * kd;
+                    let p = pk(bytes, PACKET);
+                    let src = wo.at(((r + a) * kd) as u64);
+                    let dst = buf.at(a * kd);
+                    let t = match dep {
+                        Some(d) => k.after(&[d]).dma(x.engs[m as usize], src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
+                        None => k.dma(x.engs[m as usize], src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
+                    };
+                    v.push(t);
+                }
+            }
+            v
+        };
+        let nt = x.tiles.len();
+        let mut loads: Vec<Vec<Token>> = vec![];
+        let tx;
+        if XFIRST == 1 {
+            tx = k.copy(e0, attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET));
+            loads.push(load(k, x, 0, None));
+        } else {
+            loads.push(load(k, x, 0, None));
+            tx = k.copy(e0, attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET));
+        }
+        for t in 1..BUFFERS.min(nt) {
+            loads.push(load(k, x, t, None));
+        }
+        // the small vectors, behind the first tiles on the slice's last engine
+        let el = x.engs[SPLIT - 1];
+        let (wa, wb) = (x.r0 * 2 / 256 * 256, ((x.r0 + x.n) * 2 + 255) / 256 * 256);
+        let wb = wb.min(h * 2);
+        let wl = wb - wa;
+        x.woff = x.r0 * 2 - wa;
+        x.wl = wl;
+        let pv = pk(wl, PACKET);
+        let tv = vec![
+            k.copy(el, wsc.at(wa as u64), x.vec.at(0), wl, pv),
+            k.copy(el, resid.at(wa as u64), x.vec.at(wl), wl, pv),
+            k.copy(el, post.at(wa as u64), x.vec.at(2 * wl), wl, pv),
+        ];
+        // operand → TRF
+        let mut vt = None;
+        for c in 0..kd / ch {
+            let st = x.tmp.sub(0, ch);
+            let _ = k.after(&[&tx]).vload(xd.at(c * ch * 2), Dt::Bf16, st);
+            vt = Some(k.vtrf(st, xt.sub(c * ch, ch)));
+        }
+        let vt = vt.unwrap();
+        let sc_tok = k.after(&[&tv[0]]).vload(x.vec.at(x.woff), Dt::Bf16, x.scv);
+        let mut passes: Vec<Token> = vec![];
+        let mut vlast = sc_tok;
+        for t in 0..nt {
+            if t >= BUFFERS {
+                let prev = &passes[t - BUFFERS];
+                let l = load(k, x, t, Some(prev));
+                loads.push(l);
+            }
+            let (r, tr) = x.tiles[t];
+            let off = r - x.r0;
+            let mut deps: Vec<&Token> = loads[t].iter().collect();
+            if t == 0 {
+                deps.push(&vt);
+            }
+            let p = k.after(&deps).pass(&Pass {
+                slice: sl,
+                w: Tile { addr: bufs[t % BUFFERS].addr, rows: tr, cols: kd, pitch: kd, dt: Dt::Fp8E4m3 },
+                scales: None,
+                x: xt,
+                acc: x.acc.sub(off, tr),
+                accumulate: false,
+            });
+            if SCALE_LATE == 0 {
+                let a = x.acc.sub(off, tr);
+                let _ = k.after(&[&p]).vmul(a, x.scv.sub(off, tr), a);
+                vlast = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), t > 0);
+            }
+            passes.push(p);
+        }
+        let lastp = passes.pop().unwrap();
+        if SCALE_LATE == 1 {
+            let _ = k.after(&[&lastp]).vmul(x.acc, x.scv, x.acc);
+            vlast = k.after(&[&lastp]).vsumsq(x.acc, x.ssp.sub(0, 1), false);
+        } else {
+            vlast = k.after(&[&lastp, &vlast]).vcopy(x.ssp.sub(0, 1), x.ssp.sub(0, 1));
+        }
+        // sqrt(partial) so that one vsumsq over all slices' values adds them up
+        let _ = k.after(&[&vlast]).vrms(x.ssp.sub(0, 1), x.ssp.sub(0, 1), 1, EPS_SQRT, x.ssp.sub(0, 1));
+        let st = k.vstore(x.ssp.sub(0, 1), x.g.at(0), Dt::F32);
+        x.last = Some(k.after(&[&st]).vcopy(x.ssp.sub(0, 1), x.ssp.sub(0, 1)));
+        x.ep = tv;
+        x.ep.push(lastp);
+        for l in loads.into_iter() {
+            for t in l {
+                drop_token(t); // ordered before the passes that read them
+            }
+        }
+        for p in passes {
+            drop_token(p);
+        }
+    }
+
+    // exchange the partials: every slice ends with all of them at g[256..]
+    let m = sls.len();
+    let mut ready: Vec<Vec<Token>> = (0..m).map(|_| vec![]).collect();
+    if GATHER == 0 {
+        let mut wr = vec![];
+        for (i, x) in sls.iter_mut().enumerate() {
+            let st = x.last.take().unwrap();
+            wr.push(k.after(&[&st]).copy(*x.engs.last().unwrap(), x.g.at(0), scratch.at(i as u64 * 256), 256, 256));
+            ready[i].push(st);
+        }
+        let refs: Vec<&Token> = wr.iter().collect();
+        let mut rd = vec![];
+        for x in sls.iter() {
+            rd.push(k.after(&refs).dma(*x.engs.last().unwrap(), scratch.at(0), x.g.at(256), 4, &[lp(m as u32, 256, 4)]));
+        }
+        for (i, t) in rd.into_iter().enumerate() {
+            ready[i].push(t);
+        }
+        for t in wr {
+            drop_token(t);
+        }
+    } else if GATHER == 1 {
+        let root = sls[0].g;
+        let mut sw = vec![];
+        for (i, x) in sls.iter_mut().enumerate() {
+            let st = x.last.take().unwrap();
+            if i == 0 {
+                sw.push(k.after(&[&st]).vcopy(sls_dummy(x.ssp), sls_dummy(x.ssp)));
+                drop_token(st);
+            } else {
+                sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
+            }
+        }
+        // root: own partial into place, then the whole vector to the others
+        let refs: Vec<&Token> = sw.iter().collect();
+        let x0 = &sls[0];
+        let _ = k.after(&refs).vload(x0.g.at(0), Dt::F32, x0.ssp.sub(1, 1));
+        let t0 = k.vstore(x0.ssp.sub(1, 1), root.at(256), Dt::F32);
+        for t in sw {
+            drop_token(t);
+        }
+        let mut have: Vec<Option<Token>> = (0..m).map(|_| None).collect();
+        have[0] = Some(t0);
+        let mut cnt = 1;
+        while cnt < m {
+            for i in 0..cnt.min(m - cnt) {
+                let dep = have[i].take().unwrap();
+                let t = k.after(&[&dep]).switch_copy(sls[i].g.at(256), sls[i + cnt].g.at(256), m as u32 * 4);
+                // the source may be read again by later copies: keep it ordered
+                have[i] = Some(k.after(&[&t, &dep]).vcopy(sls_dummy(sls[i].ssp), sls_dummy(sls[i].ssp)));
+                drop_token(dep);
+                have[i + cnt] = Some(t);
+            }
+            cnt *= 2;
+        }
+        for (i, t) in have.into_iter().enumerate() {
+            ready[i].push(t.unwrap());
+        }
+    } else {
+        let mut st = vec![];
+        for x in sls.iter_mut() {
+            st.push(x.last.take().unwrap());
+        }
+        let mut sw: Vec<Vec<Token>> = (0..m).map(|_| vec![]).collect();
+        for i in 0..m {
+            for d in 1..m {
+                let j = (i + d) % m;
+                let t = k.after(&[&st[i]]).switch_copy(sls[i].g.at(0), sls[j].g.at(256 + i as u32 * 4), 4);
+                sw[j].push(t);
+            }
+        }
+        for (i, t) in st.into_iter().enumerate() {
+            let x = &sls[i];
+            let c = k.after(&[&t]).vload(x.g.at(0), Dt::F32, x.ssp.sub(1, 1));
+            let c2 = k.after(&[&c]).vstore(x.ssp.sub(1, 1), x.g.at(256 + i as u32 * 4), Dt::F32);
+            drop_token(t);
+            drop_token(c);
+            ready[i].push(c2);
+            for t in std::mem::take(&mut sw[i]) {
+                ready[i].push(t);
+            }
+        }
+    }
+
+    // every slice: total, normalise its rows, residual, write out
+    let mut outs = vec![];
+    for (i, x) in sls.iter().enumerate() {
+        let mut deps: Vec<&Token> = ready[i].iter().collect();
+        deps.extend(x.ep.iter());
+        let tot = x.ssp.sub(2, 1);
+        let all = x.ssp.sub(8, m as u32);
+        let (wo_, wl) = (x.woff, x.wl);
+        let n = x.n;
+        let _ = k.after(&deps).vload(x.g.at(256), Dt::F32, all);
+        let _ = k.after(&deps).vsumsq(all, tot, false);
+        let _ = k.after(&deps).vrms(x.acc, tot, h, 1e-6, x.acc);
+        let _ = k.after(&deps).vload(x.vec.at(2 * wl + wo_), Dt::Bf16, x.tmp.sub(0, n));
+        let _ = k.after(&deps).vmul(x.acc, x.tmp.sub(0, n), x.acc);
+        let _ = k.after(&deps).vload(x.vec.at(wl + wo_), Dt::Bf16, x.tmp.sub(0, n));
+        let _ = k.after(&deps).vadd(x.acc, x.tmp.sub(0, n), x.acc);
+        let st = k.after(&deps).vstore(x.acc, x.o.at(0), Dt::Bf16);
+        outs.push(k.after(&[&st]).copy(x.engs[0], x.o.at(0), out.at(x.r0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
+        drop_token(st);
+    }
+    for t in ready {
+        for t in t {
+            drop_token(t);
+        }
+    }
+    for x in sls.iter_mut() {
+        for t in std::mem::take(&mut x.ep) {
+            drop_token(t);
+        }
+    }
+    k.wait_all(outs);
+}
+
+fn sls_dummy(v: Vrf) -> Vrf {
+    v.sub(3, 1)
+}
+
+/// A token whose command is ordered before a command that is waited on.
+fn drop_token(t: Token) {
+    std::mem::forget(t);
+}
+
+npu::kernels! { attention_output => ao }
