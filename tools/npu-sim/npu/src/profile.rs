@@ -55,6 +55,7 @@ profile_keys! {
     switch_startup_cycles = 200.0,
     host_issue_cycles = 2.0,
     hbm_align_bytes = 256.0,
+    dma_prefetch_depth = 1.0,
 }
 
 impl Profile {

@@ -294,8 +294,15 @@ impl Ctx {
         let nslices = p.slices();
         let n_dma = p.clusters as usize * p.engines_per_cluster();
         let neng = n_dma + 3 * nslices;
-        let dev = Timing::new(neng, vec![p.hbm_sustained_bytes_per_cycle, p.switch_bytes_per_cycle], p.host_issue_cycles);
-        let est = Timing::new(neng, vec![], p.host_issue_cycles);
+        let mut dev = Timing::new(neng, vec![p.hbm_sustained_bytes_per_cycle, p.switch_bytes_per_cycle], p.host_issue_cycles);
+        let mut est = Timing::new(neng, vec![], p.host_issue_cycles);
+        // DMA engines prefetch queued descriptors (startup overlaps the
+        // previous command's transfer); tensor units, vector engines and
+        // switch ports do not (their fixed cost occupies the unit itself)
+        for e in 0..n_dma {
+            dev.set_prefetch(e, p.dma_prefetch_depth as usize);
+            est.set_prefetch(e, p.dma_prefetch_depth as usize);
+        }
         let exec = mode == Mode::Exec;
         // position: a launch argument, from the seed (same stream as the pos tensor)
         let pos = if kernel == "project_qkv" {

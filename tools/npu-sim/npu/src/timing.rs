@@ -8,6 +8,15 @@
 //! phase (DMA startup, pass issue, vector-op setup, switch startup) runs as
 //! soon as its engine is free and the host has issued it, overlapping the
 //! wait; only its data phase waits until every dependency has completed.
+//!
+//! Prefetch (per engine, `set_prefetch`): a DMA engine fetches and decodes
+//! its next queued descriptor while the current command transfers, so the
+//! next command's fixed phase (startup) may overlap the data phase of the
+//! same engine's previous command, provided it was issued by then. Fixed
+//! phases of one engine still run one at a time, data phases one at a time,
+//! both in issue order; at most 1 + depth commands of an engine are in
+//! flight. Engines without prefetch (depth 0) start a command only when the
+//! previous one has completed.
 
 use std::collections::VecDeque;
 
@@ -31,11 +40,18 @@ struct TCmd {
 
 #[derive(Clone, Debug, Default)]
 struct Eng {
+    /// issued commands whose fixed phase has not started yet
     queue: VecDeque<usize>,
-    cur: Option<usize>,
-    fixed_end: f64,
+    /// commands whose fixed phase has started and which have not completed,
+    /// in issue order; the front one is the only one that may be in its data
+    /// phase (or waiting for its dependencies)
+    inflight: VecDeque<usize>,
+    /// the front command of `inflight` is in its data phase
     fluid: bool,
     remaining: f64,
+    /// prefetch depth: how many commands may start their fixed phase while
+    /// an earlier command of this engine is still in flight (0: none)
+    depth: usize,
     pub busy: f64,
 }
 
@@ -53,6 +69,17 @@ pub struct Timing {
 impl Timing {
     pub fn new(n_engines: usize, pools: Vec<f64>, host_issue: f64) -> Timing {
         Timing { cmds: vec![], engs: vec![Eng::default(); n_engines], pools, now: 0.0, host: 0.0, host_issue, active: 0 }
+    }
+
+    /// Prefetch depth of engine `eng` (default 0): up to `depth` later
+    /// commands of the engine may run their fixed phases (one at a time, in
+    /// issue order) while an earlier command is still in flight, e.g. a DMA
+    /// engine fetching and decoding the next queued descriptor while the
+    /// current one transfers. A command only prefetches once it has been
+    /// issued, so a command issued after a host wait on its predecessor pays
+    /// its fixed phase serially.
+    pub fn set_prefetch(&mut self, eng: usize, depth: usize) {
+        self.engs[eng].depth = depth;
     }
 
     /// Issue a command at the current host time; returns its id.
@@ -109,12 +136,26 @@ impl Timing {
     }
 
     fn complete(&mut self, e: usize) {
-        let c = self.engs[e].cur.take().unwrap();
+        let c = self.engs[e].inflight.pop_front().unwrap();
         self.cmds[c].done = self.now;
-        let waited = (self.cmds[c].data - self.cmds[c].ready).max(0.0);
-        self.engs[e].busy += self.now - self.cmds[c].start - waited;
+        self.engs[e].busy += self.cmds[c].fixed + (self.now - self.cmds[c].data);
         self.engs[e].fluid = false;
         self.active -= 1;
+    }
+
+    /// The engine's queue front may start its fixed phase now: issued, the
+    /// previous command's fixed phase has ended, and fewer than 1 + depth
+    /// commands are in flight.
+    fn can_start(&self, e: usize) -> bool {
+        let g = &self.engs[e];
+        let Some(&c) = g.queue.front() else { return false };
+        if self.cmds[c].issue > self.now + 1e-9 || g.inflight.len() > g.depth {
+            return false;
+        }
+        match g.inflight.back() {
+            Some(&p) => self.cmds[p].ready <= self.now + 1e-9,
+            None => true,
+        }
     }
 
     fn run(&mut self, target: Option<usize>) {
@@ -125,23 +166,15 @@ impl Timing {
             while progress {
                 progress = false;
                 for e in 0..self.engs.len() {
-                    if self.engs[e].cur.is_none() {
-                        if let Some(&c) = self.engs[e].queue.front() {
-                            if self.cmds[c].issue <= self.now + 1e-9 {
-                                self.engs[e].queue.pop_front();
-                                self.engs[e].cur = Some(c);
-                                self.cmds[c].start = self.now;
-                                self.engs[e].fixed_end = self.now + self.cmds[c].fixed;
-                                self.engs[e].fluid = false;
-                                progress = true;
-                            }
-                        }
+                    while self.can_start(e) {
+                        let c = self.engs[e].queue.pop_front().unwrap();
+                        self.engs[e].inflight.push_back(c);
+                        self.cmds[c].start = self.now;
+                        self.cmds[c].ready = self.now + self.cmds[c].fixed;
+                        progress = true;
                     }
-                    if let Some(c) = self.engs[e].cur {
-                        if !self.engs[e].fluid && self.engs[e].fixed_end <= self.now + 1e-9 {
-                            if self.cmds[c].ready.is_nan() {
-                                self.cmds[c].ready = self.engs[e].fixed_end;
-                            }
+                    if let Some(&c) = self.engs[e].inflight.front() {
+                        if !self.engs[e].fluid && self.cmds[c].ready <= self.now + 1e-9 {
                             if !self.deps_done(c) {
                                 continue;
                             }
@@ -152,6 +185,7 @@ impl Timing {
                             } else {
                                 self.complete(e);
                                 progress = true;
+                                continue;
                             }
                         }
                         if self.engs[e].fluid && self.engs[e].remaining <= 1e-6 {
@@ -174,7 +208,7 @@ impl Timing {
                 let mut flows: Vec<(f64, usize)> = vec![];
                 for e in 0..self.engs.len() {
                     if self.engs[e].fluid {
-                        let c = self.engs[e].cur.unwrap();
+                        let c = self.engs[e].inflight[0];
                         if self.cmds[c].pool == p {
                             flows.push((self.cmds[c].max_rate, e));
                         }
@@ -195,23 +229,24 @@ impl Timing {
             }
             let mut next = f64::INFINITY;
             for e in 0..self.engs.len() {
-                match self.engs[e].cur {
-                    Some(c) => {
-                        if self.engs[e].fluid {
-                            if self.cmds[c].pool == NO_POOL || self.cmds[c].pool >= self.pools.len() {
-                                rates[e] = self.cmds[c].max_rate;
-                            }
-                            let t = self.now + self.engs[e].remaining / rates[e].max(1e-12);
-                            next = next.min(t);
-                        } else if self.engs[e].fixed_end > self.now + 1e-9 {
-                            next = next.min(self.engs[e].fixed_end);
-                        }
-                        // else: waiting for dependencies (their completion is an event)
+                let g = &self.engs[e];
+                if g.fluid {
+                    let c = g.inflight[0];
+                    if self.cmds[c].pool == NO_POOL || self.cmds[c].pool >= self.pools.len() {
+                        rates[e] = self.cmds[c].max_rate;
                     }
-                    None => {
-                        if let Some(&c) = self.engs[e].queue.front() {
-                            next = next.min(self.cmds[c].issue);
-                        }
+                    next = next.min(self.now + g.remaining / rates[e].max(1e-12));
+                }
+                // fixed phases ending (a command waiting for its dependencies
+                // moves on at their completion, itself an event)
+                for &c in g.inflight.iter() {
+                    if self.cmds[c].ready > self.now + 1e-9 {
+                        next = next.min(self.cmds[c].ready);
+                    }
+                }
+                if let Some(&c) = g.queue.front() {
+                    if self.cmds[c].issue > self.now + 1e-9 {
+                        next = next.min(self.cmds[c].issue);
                     }
                 }
             }
@@ -223,7 +258,7 @@ impl Timing {
             for e in 0..self.engs.len() {
                 if self.engs[e].fluid {
                     self.engs[e].remaining -= rates[e] * dt;
-                    let c = self.engs[e].cur.unwrap();
+                    let c = self.engs[e].inflight[0];
                     if self.engs[e].remaining <= 1e-9 * self.cmds[c].bytes.max(1.0) {
                         self.engs[e].remaining = 0.0;
                     }
