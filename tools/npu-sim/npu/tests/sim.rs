@@ -324,3 +324,53 @@ fn effect_after_overlaps_fixed_costs() {
     });
     assert_eq!(c.first(), Some(&"E0108"));
 }
+
+/// DMA descriptor prefetch: an engine prepares its next queued command (the
+/// startup) while the current one transfers, so back-to-back commands issued
+/// up front on one engine pay the startup once; commands issued only after a
+/// host wait on the previous one pay every startup. Startups of one engine
+/// still run one at a time, so many tiny commands stay startup-bound ("few,
+/// large commands" still matters). `dma_prefetch_depth = 0` turns it off.
+#[test]
+fn effect_dma_prefetch_hides_startup_of_queued_commands() {
+    const N: u32 = 8;
+    const B: u32 = 128 * 1024;
+    let run = |p: &Profile, queued: bool, n: u32, bytes: u32| {
+        let f = move |k: &mut Ctx| {
+            let w = k.tensor("wo");
+            let d = k.dm_alloc(0, bytes);
+            let mut ts = vec![];
+            for i in 0..n {
+                let t = k.copy(engine(0, 0), w.at(i as u64 * bytes as u64), d.at(0), bytes, 4096);
+                if queued {
+                    ts.push(t);
+                } else {
+                    k.wait(t);
+                }
+            }
+            k.wait_all(ts);
+        };
+        let t = trace("attention_output", Shape::default(), p, &f);
+        assert!(t.diags.is_empty(), "{:?}", t.diags);
+        (t.dev_cycles, t.est_cycles)
+    };
+    let st = p().dma_startup_cycles;
+    let (dq, eq) = run(&p(), true, N, B);
+    let (ds, es) = run(&p(), false, N, B);
+    assert!(ds - dq > 0.9 * (N - 1) as f64 * st, "queued {} vs host-synchronised {}", dq, ds);
+    assert!(es - eq > 0.9 * (N - 1) as f64 * st, "estimate: queued {} vs host-synchronised {}", eq, es);
+    // the first command still pays its startup
+    let xfer = (N * B) as f64 / p().dma_engine_bytes_per_cycle;
+    assert!(dq > st + xfer, "queued {} < startup + transfer {}", dq, st + xfer);
+    // without prefetch, queueing alone does not hide the startups
+    let p0 = Profile { dma_prefetch_depth: 0.0, ..p() };
+    let (dq0, _) = run(&p0, true, N, B);
+    let (ds0, _) = run(&p0, false, N, B);
+    assert!(dq0 > dq + 0.9 * (N - 1) as f64 * st, "depth 0: queued {} vs depth 1 {}", dq0, dq);
+    assert!((ds0 - ds).abs() < 1.0, "host-synchronised commands are unaffected: {} vs {}", ds0, ds);
+    assert!(dq0 > ds0 - 2.0 * N as f64 * p().host_issue_cycles, "depth 0: queued {} vs synchronised {}", dq0, ds0);
+    // many tiny queued commands remain startup-bound: one large one is faster
+    let (many, _) = run(&p(), true, 64, 4096);
+    let (one, _) = run(&p(), true, 1, 64 * 4096);
+    assert!(many > one * 4.0, "64 queued small commands {} vs one large {}", many, one);
+}
