@@ -9,6 +9,9 @@ mod fast;
 #[allow(dead_code)]
 #[path = "../../fixtures/attention_output_fast.rs"]
 mod ao_fast;
+#[allow(dead_code)]
+#[path = "../../fixtures/feedforward_fast.rs"]
+mod ff_fast;
 
 macro_rules! ill {
     ($($c:ident),*) => {
@@ -58,6 +61,26 @@ fn attention_output_fast_fixture_correct_and_near_minimum() {
     let t = trace("attention_output", Shape::default(), &p, &f);
     let ratio = t.dev_cycles / min_cycles("attention_output", &p);
     assert!(ratio <= 1.30, "attention_output: fixture / minimum = {}", ratio);
+}
+
+/// feedforward fast fixture: correct for several seeds (and at a small
+/// shape); model cycles (deterministic, no noise draw) within 1.10x of the
+/// weight-movement minimum (~1.088x under the committed timing model).
+#[test]
+fn feedforward_fast_fixture_correct_and_near_minimum() {
+    let p = Profile::default();
+    let f = ff_fast::__npu_kernels()[0].1;
+    let small = Shape { hidden: 256, ffn: 1024, ..Shape::default() };
+    for (sh, seeds) in [(Shape::default(), vec![1u64, 2, 3]), (small, vec![4u64])] {
+        for seed in seeds {
+            let r = exec("feedforward", sh, &p, seed, true, true, &f);
+            assert!(r.trace.diags.is_empty(), "{:?}", r.trace.diags);
+            assert!(r.verify.unwrap().passed, "feedforward seed {}", seed);
+        }
+    }
+    let t = trace("feedforward", Shape::default(), &p, &f);
+    let ratio = t.dev_cycles / min_cycles("feedforward", &p);
+    assert!(ratio <= 1.10, "feedforward: fixture / minimum = {}", ratio);
 }
 
 #[test]
