@@ -46,9 +46,9 @@ fn fast_fixture_correct_and_near_minimum() {
 
 /// attention_output fast fixture: correct for several seeds; model cycles
 /// (deterministic, no noise draw) vs the weight-movement minimum. NOTE: the
-/// target is 1.10x; this fixture reaches ~1.29x (one DMA engine per compute
-/// slice is startup-bound: the stream ends ~2,000 cycles late; the switch
-/// exchange and output writes add ~650), so the bound asserted is 1.30x.
+/// target is 1.10x; with DMA descriptor prefetch this fixture reaches ~1.144x
+/// (first startup ~500, the weight stream ends ~200 late, then the last pass
+/// and the RMSNorm exchange/finish/write add ~900), so the bound asserted is 1.16x.
 #[test]
 fn attention_output_fast_fixture_correct_and_near_minimum() {
     let p = Profile::default();
@@ -60,7 +60,7 @@ fn attention_output_fast_fixture_correct_and_near_minimum() {
     }
     let t = trace("attention_output", Shape::default(), &p, &f);
     let ratio = t.dev_cycles / min_cycles("attention_output", &p);
-    assert!(ratio <= 1.30, "attention_output: fixture / minimum = {}", ratio);
+    assert!(ratio <= 1.16, "attention_output: fixture / minimum = {}", ratio);
 }
 
 /// feedforward fast fixture: correct for several seeds (and at a small
