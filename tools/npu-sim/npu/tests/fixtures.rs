@@ -65,7 +65,7 @@ fn attention_output_fast_fixture_correct_and_near_minimum() {
 
 /// feedforward fast fixture: correct for several seeds (and at a small
 /// shape); model cycles (deterministic, no noise draw) within 1.10x of the
-/// weight-movement minimum (~1.088x under the committed timing model).
+/// weight-movement minimum (~1.048x; ~1.088x with dma_prefetch_depth = 0).
 #[test]
 fn feedforward_fast_fixture_correct_and_near_minimum() {
     let p = Profile::default();
