@@ -26,6 +26,9 @@ const STAGGER: u32 = ${STAGGER};
 const XFIRST: u32 = ${XFIRST};
 const SCALE_LATE: u32 = ${SCALE_LATE};
 const GATHER: u32 = ${GATHER};
+const BCAST: u32 = ${BCAST};
+const TAIL: u32 = ${TAIL};
+const SKEW: u32 = ${SKEW};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -78,6 +81,8 @@ fn ao(k: &mut Ctx) {
         tiles: Vec<(u32, u32)>,
         acc: Vrf,
         scv: Vrf,
+        res: Vrf,
+        pst: Vrf,
         ssp: Vrf,
         tmp: Vrf,
         vec: Dm,
@@ -100,19 +105,23 @@ fn ao(k: &mut Ctx) {
         let first = ((ROWS * (i as u32 % STAGGER + 1) / STAGGER) / 8 * 8).max(8);
         let mut tiles = vec![];
         let mut r = r0;
+        let r1t = if TAIL > 0 && r1 - r0 > TAIL { r1 - TAIL } else { r1 };
         while r < r1 {
-            let tr = (if r == r0 { first } else { ROWS }).min(r1 - r);
+            let lim = if r < r1t { r1t } else { r1 };
+            let tr = (if r == r0 { first } else { ROWS }).min(lim - r);
             tiles.push((r, tr));
             r += tr;
         }
         let acc = k.vrf_alloc(sl, n);
         let scv = k.vrf_alloc(sl, n);
-        let tmp = k.vrf_alloc(sl, n.max(ch));
+        let res = k.vrf_alloc(sl, n);
+        let tmp = k.vrf_alloc(sl, ch);
+        let pst = k.vrf_alloc(sl, n);
         let ssp = k.vrf_alloc(sl, 64);
         let vec = k.dm_alloc(sl, (n * 2 + 512).min(h * 2) * 3); // scale, residual, post_norm windows (bf16)
         let g = k.dm_alloc(sl, 256 + nslices as u32 * 4);
         let o = k.dm_alloc(sl, n * 2);
-        sls.push(Sl { sl, engs, r0, n, tiles, acc, scv, ssp, tmp, vec, g, o, last: None, ep: vec![], woff: 0, wl: 0 });
+        sls.push(Sl { sl, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, last: None, ep: vec![], woff: 0, wl: 0 });
     }
 
     // per slice: operand, weight ring, passes, per-tile vector work; no host waits
@@ -120,7 +129,7 @@ fn ao(k: &mut Ctx) {
         let sl = x.sl;
         let e0 = x.engs[0];
         let xd = k.dm_alloc(sl, kd * 2);
-        let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd)).collect();
+        let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd + SKEW)).collect();
         let xt = k.trf_alloc(sl, kd);
         let load = |k: &mut Ctx, x: &Sl, t: usize, dep: Option<&Token>| -> Vec<Token> {
             let (r, tr) = x.tiles[t];
@@ -178,6 +187,8 @@ fn ao(k: &mut Ctx) {
         }
         let vt = vt.unwrap();
         let sc_tok = k.after(&[&tv[0]]).vload(x.vec.at(x.woff), Dt::Bf16, x.scv);
+        let _ = k.after(&[&tv[1]]).vload(x.vec.at(x.wl + x.woff), Dt::Bf16, x.res);
+        let _ = k.after(&[&tv[2]]).vload(x.vec.at(2 * x.wl + x.woff), Dt::Bf16, x.pst);
         let mut passes: Vec<Token> = vec![];
         let mut vlast = sc_tok;
         for t in 0..nt {
@@ -204,6 +215,7 @@ fn ao(k: &mut Ctx) {
                 let a = x.acc.sub(off, tr);
                 let _ = k.after(&[&p]).vmul(a, x.scv.sub(off, tr), a);
                 vlast = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), t > 0);
+                vlast = k.after(&[&p, &vlast]).vmul(a, x.pst.sub(off, tr), a);
             }
             passes.push(p);
         }
@@ -211,6 +223,7 @@ fn ao(k: &mut Ctx) {
         if SCALE_LATE == 1 {
             let _ = k.after(&[&lastp]).vmul(x.acc, x.scv, x.acc);
             vlast = k.after(&[&lastp]).vsumsq(x.acc, x.ssp.sub(0, 1), false);
+            vlast = k.after(&[&lastp, &vlast]).vmul(x.acc, x.pst, x.acc);
         } else {
             vlast = k.after(&[&lastp, &vlast]).vcopy(x.ssp.sub(0, 1), x.ssp.sub(0, 1));
         }
@@ -230,7 +243,8 @@ fn ao(k: &mut Ctx) {
         }
     }
 
-    // exchange the partials: every slice ends with all of them at g[256..]
+    // exchange the partials; every slice ends with the total at g[64] (GATHER = 1)
+    // or all partials at g[256..] (0, 2)
     let m = sls.len();
     let mut ready: Vec<Vec<Token>> = (0..m).map(|_| vec![]).collect();
     if GATHER == 0 {
@@ -256,34 +270,38 @@ fn ao(k: &mut Ctx) {
         let mut sw = vec![];
         for (i, x) in sls.iter_mut().enumerate() {
             let st = x.last.take().unwrap();
-            if i == 0 {
-                sw.push(k.after(&[&st]).vcopy(sls_dummy(x.ssp), sls_dummy(x.ssp)));
-                drop_token(st);
-            } else {
-                sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
-            }
+            sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
+            drop_token(st);
         }
-        // root: own partial into place, then the whole vector to the others
         let refs: Vec<&Token> = sw.iter().collect();
         let x0 = &sls[0];
-        let _ = k.after(&refs).vload(x0.g.at(0), Dt::F32, x0.ssp.sub(1, 1));
-        let t0 = k.vstore(x0.ssp.sub(1, 1), root.at(256), Dt::F32);
+        let all = x0.ssp.sub(8, m as u32);
+        let _ = k.after(&refs).vload(root.at(256), Dt::F32, all);
+        let _ = k.after(&refs).vsumsq(all, x0.ssp.sub(2, 1), false);
+        let t0 = k.after(&refs).vstore(x0.ssp.sub(2, 1), root.at(64), Dt::F32);
         for t in sw {
             drop_token(t);
         }
         let mut have: Vec<Option<Token>> = (0..m).map(|_| None).collect();
-        have[0] = Some(t0);
-        let mut cnt = 1;
-        while cnt < m {
-            for i in 0..cnt.min(m - cnt) {
-                let dep = have[i].take().unwrap();
-                let t = k.after(&[&dep]).switch_copy(sls[i].g.at(256), sls[i + cnt].g.at(256), m as u32 * 4);
-                // the source may be read again by later copies: keep it ordered
-                have[i] = Some(k.after(&[&t, &dep]).vcopy(sls_dummy(sls[i].ssp), sls_dummy(sls[i].ssp)));
-                drop_token(dep);
-                have[i + cnt] = Some(t);
+        if BCAST == 1 {
+            for i in 1..m {
+                let t = k.after(&[&t0]).switch_copy(root.at(64), sls[i].g.at(64), 4);
+                have[i] = Some(t);
             }
-            cnt *= 2;
+            have[0] = Some(t0);
+        } else {
+            have[0] = Some(t0);
+            let mut cnt = 1;
+            while cnt < m {
+                for i in 0..cnt.min(m - cnt) {
+                    let dep = have[i].take().unwrap();
+                    let t = k.after(&[&dep]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
+                    have[i] = Some(k.after(&[&t, &dep]).vcopy(sls_dummy(sls[i].ssp), sls_dummy(sls[i].ssp)));
+                    drop_token(dep);
+                    have[i + cnt] = Some(t);
+                }
+                cnt *= 2;
+            }
         }
         for (i, t) in have.into_iter().enumerate() {
             ready[i].push(t.unwrap());
@@ -314,22 +332,23 @@ fn ao(k: &mut Ctx) {
         }
     }
 
-    // every slice: total, normalise its rows, residual, write out
+    // every slice: total, normalise its rows (already scaled and multiplied by
+    // post_norm), add the residual (resident in the VRF), write out
     let mut outs = vec![];
     for (i, x) in sls.iter().enumerate() {
         let mut deps: Vec<&Token> = ready[i].iter().collect();
         deps.extend(x.ep.iter());
         let tot = x.ssp.sub(2, 1);
-        let all = x.ssp.sub(8, m as u32);
-        let (wo_, wl) = (x.woff, x.wl);
         let n = x.n;
-        let _ = k.after(&deps).vload(x.g.at(256), Dt::F32, all);
-        let _ = k.after(&deps).vsumsq(all, tot, false);
+        if GATHER == 1 {
+            let _ = k.after(&deps).vload(x.g.at(64), Dt::F32, tot);
+        } else {
+            let all = x.ssp.sub(8, m as u32);
+            let _ = k.after(&deps).vload(x.g.at(256), Dt::F32, all);
+            let _ = k.after(&deps).vsumsq(all, tot, false);
+        }
         let _ = k.after(&deps).vrms(x.acc, tot, h, 1e-6, x.acc);
-        let _ = k.after(&deps).vload(x.vec.at(2 * wl + wo_), Dt::Bf16, x.tmp.sub(0, n));
-        let _ = k.after(&deps).vmul(x.acc, x.tmp.sub(0, n), x.acc);
-        let _ = k.after(&deps).vload(x.vec.at(wl + wo_), Dt::Bf16, x.tmp.sub(0, n));
-        let _ = k.after(&deps).vadd(x.acc, x.tmp.sub(0, n), x.acc);
+        let _ = k.after(&deps).vadd(x.acc, x.res, x.acc);
         let st = k.after(&deps).vstore(x.acc, x.o.at(0), Dt::Bf16);
         outs.push(k.after(&[&st]).copy(x.engs[0], x.o.at(0), out.at(x.r0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
         drop_token(st);
