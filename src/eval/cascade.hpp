@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct CascadeConfig {
     double screen_max_ratio = 1.10;     ///< screen rejects when median > ratio × champion median
     int transient_retries = 3;
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
+    std::uint64_t priming_seed = 0;     ///< correctness: a launch before the fresh seeds, so a kernel that
+                                        ///< returns the previous run's output has a correct one to return
+    double magnitude_factor = 4.0;      ///< correctness: mean |out| within this factor of the reference's
+    double speed_of_light_tolerance = 0.97;  ///< a median below this share of the bound is suspect
+    std::vector<std::string> run_extra_args; ///< appended to every device run's argv (tests: a hidden flag)
     static CascadeConfig strict(CascadeConfig base);
 };
 
@@ -112,11 +118,24 @@ public:
     const CascadeConfig& config() const { return m_config; }
 
 private:
+    /// A static estimate: cycles, or why there is none (`illegal`: the schedule found an error).
+    struct Estimate { std::optional<double> cycles; std::string why; bool illegal = false; };
+    Estimate estimate_cycles(const Candidate& design, const KernelContext& kernel, bool mine);
+    std::shared_ptr<const SequentialDesign> sequential_design();
+    std::optional<std::int64_t> toolchain_version_id();
+    std::string bench_config_hash(const KernelContext& kernel) const;
+    std::int64_t record_stage(const Candidate& candidate, const StageRecord& record, const KernelContext& kernel,
+                              const std::vector<store::MeasurementRecord>& measurements);
+
     const target::Toolchain* m_toolchain;
     store::CampaignStore* m_store;
     knowledge::RuleBook* m_rules;
     const knowledge::HardwareModel* m_model;
     CascadeConfig m_config;
+    std::shared_ptr<const SequentialDesign> m_sequential_design;  ///< for m_sequential_config
+    SequentialConfig m_sequential_config;
+    std::optional<std::optional<std::int64_t>> m_toolchain_version_id;  ///< looked up once
+    std::map<std::string, double> m_estimate_cache;  ///< schedule cycles by content hash
 };
 
 }  // namespace npuopt::eval

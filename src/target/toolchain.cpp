@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -164,7 +165,8 @@ std::optional<fs::path> Toolchain::resolve_bin(std::string* why) const {
 }
 
 CallInfo Toolchain::call(std::string_view command_name, const config::CommandSpec& spec,
-                         std::map<std::string, std::string> values, const fs::path* file) const {
+                         std::map<std::string, std::string> values, const fs::path* file,
+                         const std::vector<std::string>& append_args) const {
     CallInfo info;
     std::string why;
     auto bin = resolve_bin(&why);
@@ -174,6 +176,7 @@ CallInfo Toolchain::call(std::string_view command_name, const config::CommandSpe
                     fmt::format("target '{}': toolchain command '{}' has an empty argv", m_target.name, command_name));
     }
     info.argv = expand_argv(spec.argv, values, command_name);
+    info.argv.insert(info.argv.end(), append_args.begin(), append_args.end());
     if (!bin) {
         info.status = CallStatus::not_started;
         info.message = why;
@@ -210,6 +213,22 @@ CallInfo Toolchain::call(std::string_view command_name, const config::CommandSpe
             fs::remove_all(path, ignored);
         }
     } cleanup{scratch};
+
+    // {cache_dir} in env values: the kept compile cache (bound writable), else this call's scratch.
+    fs::path cache_dir = scratch;
+    if (!m_cache_dir.empty()) {
+        fs::create_directories(m_cache_dir, error);
+        if (fs::is_directory(m_cache_dir, error)) {
+            cache_dir = fs::absolute(m_cache_dir, error);
+            command.sandbox.writable_paths.push_back(cache_dir);
+        }
+    }
+    for (auto& [name, value] : command.env) {
+        for (auto pos = value.find("{cache_dir}"); pos != std::string::npos; pos = value.find("{cache_dir}", pos)) {
+            value.replace(pos, std::string_view("{cache_dir}").size(), cache_dir.string());
+            pos += cache_dir.string().size();
+        }
+    }
 
     auto add_read_only = [&](const fs::path& path) {
         if (path.empty()) return;
@@ -284,7 +303,14 @@ RunResult Toolchain::run(const RunRequest& request) const {
         {"check", request.check ? "--check" : ""},
     };
     for (const auto& [name, value] : request.extra) values.emplace(name, value);  // built-ins win
-    result.call = call("run", m_target.toolchain.run, std::move(values), &absolute);
+    std::vector<std::string> append_args;
+    const auto& run_argv = m_target.toolchain.run.argv;
+    const bool has_check_placeholder = std::any_of(run_argv.begin(), run_argv.end(), [](const std::string& argument) {
+        return argument.find("{check}") != std::string::npos;
+    });
+    if (request.check && !has_check_placeholder) append_args.emplace_back("--check");
+    append_args.insert(append_args.end(), request.extra_args.begin(), request.extra_args.end());
+    result.call = call("run", m_target.toolchain.run, std::move(values), &absolute, append_args);
     auto parsed = detail::parse_output(result.call.process.stdout_text);
     result.diagnostics = parsed.diagnostics;
     result.cycles = parsed.run_cycles;

@@ -67,8 +67,10 @@ struct RunResult {
 };
 
 /// A run request. In the run command's argv: {file} (absolute) {kernel} {seed} {repeat}
-/// {shape} ("k=v,k=v" sorted), {check} ("--check" when `check`, else the argument is dropped),
-/// and the names in `extra`.
+/// {shape} ("k=v,k=v" sorted), {check} ("--check" when `check`, else the argument is dropped;
+/// a run argv without {check} gets "--check" appended when `check`), and the names in `extra`.
+/// `extra_args` are appended verbatim after expansion (a flag a test or benchmark needs that
+/// target.yaml's argv cannot carry per call).
 struct RunRequest {
     std::filesystem::path file;
     std::string kernel;
@@ -77,6 +79,7 @@ struct RunRequest {
     bool check = false;
     std::map<std::string, std::int64_t> shape;
     std::map<std::string, std::string> extra;  ///< extra {placeholders}
+    std::vector<std::string> extra_args;       ///< appended verbatim to the expanded argv
 };
 
 /// Calls the toolchain a TargetConfig declares.
@@ -97,14 +100,21 @@ public:
     RunResult run(const RunRequest& request) const;
 
     const config::TargetConfig& target() const { return m_target; }
+    /// A directory kept across calls (the compiler's cache of content-hashed outputs): bound
+    /// writable in the sandbox and substituted for `{cache_dir}` in toolchain.env values. Without
+    /// one, `{cache_dir}` is the call's scratch dir (nothing is reused).
+    void set_cache_dir(std::filesystem::path dir) { m_cache_dir = std::move(dir); }
+    const std::filesystem::path& cache_dir() const { return m_cache_dir; }
 
 private:
     CallInfo call(std::string_view command_name, const config::CommandSpec& spec,
-                  std::map<std::string, std::string> values, const std::filesystem::path* file) const;
+                  std::map<std::string, std::string> values, const std::filesystem::path* file,
+                  const std::vector<std::string>& append_args = {}) const;
 
     config::TargetConfig m_target;
     proc::SandboxPolicy m_sandbox;
     proc::Limits m_limits;
+    std::filesystem::path m_cache_dir;
 };
 
 /// Parse one npuopt-jsonl/1 diagnostic object (exposed for tests and knowledge/).

@@ -1,0 +1,688 @@
+// The evaluation cascade (cascade.hpp): each stage runs, is recorded in one store transaction,
+// and either passes the candidate on or ends the evaluation with a reason.
+//
+//   rules ─► estimate ─► compile ─► correctness ─────────────► screen ─────► race ─► accept
+//   reject   skip        fail       fail (anti-gaming check)   reject        reject / inconclusive
+//                                   suspect (speed of light)   suspect       suspect
+
+#include "eval/cascade.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "core/error.hpp"
+#include "eval/anti_gaming.hpp"
+#include "eval/judge.hpp"
+#include "eval/speed_of_light.hpp"
+#include "eval/stats.hpp"
+
+namespace npuopt::eval {
+
+std::string stage_name(Stage stage) {
+    switch (stage) {
+        case Stage::rules: return "rules";
+        case Stage::estimate: return "estimate";
+        case Stage::compile: return "compile";
+        case Stage::correctness: return "correctness";
+        case Stage::screen: return "screen";
+        case Stage::race: return "race";
+    }
+    return "rules";
+}
+
+CascadeConfig CascadeConfig::strict(CascadeConfig base) {
+    const SequentialConfig preset = SequentialConfig::strict();
+    base.acceptance.alpha = std::min(base.acceptance.alpha, preset.alpha);
+    base.acceptance.min_pairs = std::max(base.acceptance.min_pairs, preset.min_pairs);
+    base.acceptance.max_pairs = std::max(base.acceptance.max_pairs, preset.max_pairs);
+    base.screen_slack = std::min(base.screen_slack, 1.25);
+    base.exploration_allowance = base.exploration_allowance / 2.0;
+    base.correctness_seeds = std::max(base.correctness_seeds, 3);
+    base.screen_runs = std::max(base.screen_runs, 5);
+    base.screen_max_ratio = std::min(base.screen_max_ratio, 1.05);
+    return base;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secs_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::uint64_t fnv1a(std::string_view text, std::uint64_t hash = 0xcbf29ce484222325ULL) {
+    for (unsigned char ch : text) {
+        hash ^= ch;
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+std::uint64_t splitmix64(std::uint64_t value) {
+    value += 0x9e3779b97f4a7c15ULL;
+    value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+    return value ^ (value >> 31);
+}
+
+/// A reproducible stream of seeds for one purpose of one candidate.
+class SeedStream {
+public:
+    SeedStream(std::uint64_t campaign_seed, std::string_view content_hash, std::string_view purpose)
+        : m_state(splitmix64(campaign_seed ^ fnv1a(purpose, fnv1a(content_hash)))) {}
+    std::uint64_t next() {
+        m_state = splitmix64(m_state);
+        return m_state >> 1;  // keep seeds within int64 for the store
+    }
+    double uniform() { return static_cast<double>(next() >> 10) / static_cast<double>(1ULL << 53); }
+
+private:
+    std::uint64_t m_state;
+};
+
+bool same_sequential_config(const SequentialConfig& a, const SequentialConfig& b) {
+    return a.alpha == b.alpha && a.beta == b.beta && a.min_effect == b.min_effect && a.min_pairs == b.min_pairs &&
+           a.max_pairs == b.max_pairs && a.looks == b.looks && a.accept_spending == b.accept_spending &&
+           a.reject_spending == b.reject_spending && a.interval_level == b.interval_level &&
+           a.accept_null_fraction == b.accept_null_fraction && a.calibration_paths == b.calibration_paths &&
+           a.calibration_seed == b.calibration_seed;
+}
+
+knowledge::Quantities rule_inputs(const Candidate& candidate) {
+    knowledge::Quantities merged = candidate.quantities;
+    for (const auto& [name, value] : candidate.features) merged.emplace(name, value);
+    return merged;
+}
+
+knowledge::DesignRef design_ref(const Candidate& candidate) {
+    return {candidate.content_hash, candidate.source_file, candidate.quantities};
+}
+
+std::string first_error(const std::vector<target::Diagnostic>& diagnostics) {
+    for (const auto& diagnostic : diagnostics) {
+        if (diagnostic.level == "error") {
+            std::string text = fmt::format("{} {}", diagnostic.code, diagnostic.message);
+            if (diagnostic.span) text += fmt::format(" ({}:{})", diagnostic.span->file, diagnostic.span->line);
+            return text;
+        }
+    }
+    return {};
+}
+
+/// A device run retried while it fails transiently; counts the retries.
+target::RunResult run_with_retries(const target::Toolchain& toolchain, const target::RunRequest& request,
+                                   int max_retries, int& transient_failures, double& device_secs,
+                                   std::int64_t& device_runs) {
+    target::RunResult result;
+    for (int attempt = 0; attempt <= max_retries; ++attempt) {
+        result = toolchain.run(request);
+        device_secs += result.call.process.wall_secs;
+        ++device_runs;
+        if (result.call.status != target::CallStatus::transient) return result;
+        ++transient_failures;
+    }
+    return result;
+}
+
+std::string transient_note(int transient_failures) {
+    return transient_failures == 0 ? std::string()
+                                   : fmt::format("; {} transient failure(s) retried", transient_failures);
+}
+
+std::string call_failure(const target::CallInfo& call, const std::vector<target::Diagnostic>& diagnostics) {
+    if (call.status == target::CallStatus::timed_out) return "hang: " + call.message;
+    std::string text = fmt::format("{}: {}", target::call_status_name(call.status), call.message);
+    if (auto error = first_error(diagnostics); !error.empty()) text += " — " + error;
+    return text;
+}
+
+std::string run_failure(const target::RunResult& result) { return call_failure(result.call, result.diagnostics); }
+
+/// Bytes the kernel must move: the caller's figure, else computed from kernels.yaml's tensors.
+double min_bytes(const KernelContext& kernel) {
+    if (kernel.min_bytes_moved > 0.0 || kernel.spec.tensors.empty()) return kernel.min_bytes_moved;
+    try {
+        return kernel_min_bytes(kernel.spec, kernel.shape);
+    } catch (const Error&) {
+        return 0.0;  // an unknown dtype or dimension: no bound rather than a wrong one
+    }
+}
+
+}  // namespace
+
+Cascade::Cascade(const target::Toolchain& toolchain, store::CampaignStore& store, knowledge::RuleBook* rules,
+                 const knowledge::HardwareModel* model, CascadeConfig config)
+    : m_toolchain(&toolchain), m_store(&store), m_rules(rules), m_model(model), m_config(std::move(config)) {}
+
+std::shared_ptr<const SequentialDesign> Cascade::sequential_design() {
+    if (!m_sequential_design || !same_sequential_config(m_sequential_config, m_config.acceptance)) {
+        m_sequential_design = std::make_shared<const SequentialDesign>(make_sequential_design(m_config.acceptance));
+        m_sequential_config = m_config.acceptance;
+    }
+    return m_sequential_design;
+}
+
+std::optional<std::int64_t> Cascade::toolchain_version_id() {
+    if (!m_toolchain_version_id) {
+        const auto version = m_toolchain->version();
+        if (version.call.status == target::CallStatus::ok) {
+            m_toolchain_version_id =
+                m_store->record_toolchain_version(m_toolchain->target().name, version.name, version.version);
+        } else {
+            m_toolchain_version_id = std::optional<std::int64_t>();
+        }
+    }
+    return *m_toolchain_version_id;
+}
+
+std::string Cascade::bench_config_hash(const KernelContext& kernel) const {
+    const auto& acceptance = m_config.acceptance;
+    std::string text = fmt::format(
+        "kernel={};shape={};alpha={};beta={};min_effect={};pairs={}..{};null={};seeds={};screen={}x{};slack={};"
+        "explore={};retries={};priming={};magnitude={};sol={};extra={}",
+        kernel.spec.name, target::format_shape(kernel.shape), acceptance.alpha, acceptance.beta, acceptance.min_effect,
+        acceptance.min_pairs, acceptance.max_pairs, acceptance.accept_null_fraction, m_config.correctness_seeds,
+        m_config.screen_runs, m_config.screen_max_ratio, m_config.screen_slack, m_config.exploration_allowance,
+        m_config.transient_retries, m_config.priming_seed, m_config.magnitude_factor,
+        m_config.speed_of_light_tolerance, fmt::join(m_config.run_extra_args, " "));
+    return fmt::format("{:016x}", fnv1a(text));
+}
+
+std::int64_t Cascade::record_stage(const Candidate& candidate, const StageRecord& record, const KernelContext& kernel,
+                                   const std::vector<store::MeasurementRecord>& measurements) {
+    store::EvaluationRecord evaluation;
+    evaluation.design_id = candidate.design_id;
+    evaluation.toolchain_version_id = toolchain_version_id();
+    evaluation.bench_config_hash = bench_config_hash(kernel);
+    evaluation.stage = stage_name(record.stage);
+    evaluation.verdict = record.verdict;
+    evaluation.reason = record.reason;
+    evaluation.secs = record.secs;
+    return m_store->record_evaluation(evaluation, measurements);
+}
+
+double Cascade::speed_of_light_cycles(const KernelContext& kernel) const {
+    return speed_of_light(m_model, min_bytes(kernel)).cycles;
+}
+
+Cascade::Estimate Cascade::estimate_cycles(const Candidate& design, const KernelContext& kernel, bool mine) {
+    Estimate estimate;
+    if (design.predicted_cycles) {
+        estimate.cycles = design.predicted_cycles;
+        return estimate;
+    }
+    if (auto cached = m_estimate_cache.find(design.content_hash); cached != m_estimate_cache.end()) {
+        estimate.cycles = cached->second;
+        return estimate;
+    }
+    const auto schedule = m_toolchain->schedule(design.source_file, kernel.spec.name, kernel.shape);
+    if (schedule.call.status == target::CallStatus::ok && schedule.cycles) {
+        m_estimate_cache[design.content_hash] = *schedule.cycles;
+        estimate.cycles = schedule.cycles;
+        return estimate;
+    }
+    if (mine && m_rules && !schedule.diagnostics.empty()) {
+        m_rules->mine_diagnostics(schedule.diagnostics, design_ref(design), "schedule");
+    }
+    estimate.why = first_error(schedule.diagnostics);
+    estimate.illegal = !estimate.why.empty();
+    if (estimate.why.empty()) estimate.why = call_failure(schedule.call, schedule.diagnostics);
+    return estimate;
+}
+
+Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champion>& champion,
+                          const KernelContext& kernel) {
+    if (candidate.design_id <= 0) {
+        throw Error(ErrorKind::internal,
+                    fmt::format("cascade: candidate {} has no design id; record the design in the store first",
+                                candidate.content_hash));
+    }
+    Outcome outcome;
+    auto finish_stage = [&](Stage stage, std::string verdict, std::string reason, Clock::time_point start,
+                            std::int64_t device_runs = 0,
+                            const std::vector<store::MeasurementRecord>& measurements = {}) {
+        StageRecord record{stage, std::move(verdict), std::move(reason), secs_since(start), device_runs};
+        record_stage(candidate, record, kernel, measurements);
+        outcome.stages.push_back(record);
+        outcome.final_reason = fmt::format("{}: {}: {}", stage_name(stage), record.verdict, record.reason);
+    };
+    const SpeedOfLight bound = speed_of_light(m_model, min_bytes(kernel));
+    const knowledge::DesignRef design = design_ref(candidate);
+
+    // ---- rules: learnt legality rules on the declared quantities, nothing compiled ---------------
+    {
+        const auto start = Clock::now();
+        if (m_rules == nullptr) {
+            finish_stage(Stage::rules, "skip", "no rule book", start);
+        } else {
+            const auto violations = m_rules->check_quantities(rule_inputs(candidate));
+            if (!violations.empty()) {
+                std::vector<std::string> texts;
+                for (const auto& violation : violations) {
+                    texts.push_back(fmt::format("{} = {:g} violates {}", violation.quantity, violation.value,
+                                                violation.text));
+                }
+                finish_stage(Stage::rules, "reject", fmt::format("{}", fmt::join(texts, "; ")), start);
+                return outcome;
+            }
+            finish_stage(Stage::rules, "pass", "no known rule is violated", start);
+        }
+    }
+
+    // ---- estimate: cost model or static schedule against the champion's -------------------------
+    {
+        const auto start = Clock::now();
+        const Estimate estimate = estimate_cycles(candidate, kernel, true);
+        if (estimate.illegal) {
+            finish_stage(Stage::estimate, "fail", fmt::format("the static schedule rejects the design: {}", estimate.why),
+                         start);
+            return outcome;
+        }
+        const std::optional<double>& predicted = estimate.cycles;
+        const std::string& why = estimate.why;
+        if (!predicted) {
+            finish_stage(Stage::estimate, "pass", fmt::format("no estimate ({}); not screened", why), start);
+        } else if (!champion) {
+            finish_stage(Stage::estimate, "pass",
+                         fmt::format("predicted {:.0f} cycles; no champion to compare with", *predicted), start);
+        } else {
+            const Estimate champion_estimate = estimate_cycles(champion->candidate, kernel, false);
+            const std::optional<double>& champion_predicted = champion_estimate.cycles;
+            const std::string& champion_why = champion_estimate.why;
+            if (!champion_predicted || *champion_predicted <= 0.0) {
+                finish_stage(Stage::estimate, "pass",
+                             fmt::format("predicted {:.0f} cycles; the champion has no estimate ({})", *predicted,
+                                         champion_why),
+                             start);
+            } else {
+                const double ratio = *predicted / *champion_predicted;
+                if (ratio > m_config.screen_slack) {
+                    SeedStream stream(m_config.seed, candidate.content_hash, "exploration");
+                    const double draw = stream.uniform();
+                    if (draw >= m_config.exploration_allowance) {
+                        finish_stage(Stage::estimate, "skip",
+                                     fmt::format("predicted {:.0f} cycles, {:.2f}x the champion's {:.0f} (limit {:.2f}x; "
+                                                 "exploration draw {:.3f} >= allowance {:.2f})",
+                                                 *predicted, ratio, *champion_predicted, m_config.screen_slack, draw,
+                                                 m_config.exploration_allowance),
+                                     start);
+                        return outcome;
+                    }
+                    finish_stage(Stage::estimate, "pass",
+                                 fmt::format("predicted {:.2f}x the champion (limit {:.2f}x) but let through by the "
+                                             "exploration allowance (draw {:.3f} < {:.2f})",
+                                             ratio, m_config.screen_slack, draw, m_config.exploration_allowance),
+                                 start);
+                } else {
+                    finish_stage(Stage::estimate, "pass",
+                                 fmt::format("predicted {:.0f} cycles, {:.2f}x the champion's {:.0f}", *predicted, ratio,
+                                             *champion_predicted),
+                                 start);
+                }
+            }
+        }
+    }
+
+    // ---- compile: the toolchain's check; diagnostics become rules, success demotes wrong ones ----
+    {
+        const auto start = Clock::now();
+        target::CheckResult check;
+        int transient_failures = 0;
+        for (int attempt = 0; attempt <= m_config.transient_retries; ++attempt) {
+            check = m_toolchain->check(candidate.source_file);
+            if (check.call.status != target::CallStatus::transient) break;
+            ++transient_failures;
+        }
+        std::string mined;
+        if (m_rules && !check.diagnostics.empty()) {
+            const auto rule_ids = m_rules->mine_diagnostics(check.diagnostics, design, "check");
+            mined = fmt::format("; {} rule(s) learnt or reinforced", rule_ids.size());
+        }
+        if (check.ok && check.call.status == target::CallStatus::ok) {
+            std::string demoted;
+            if (m_rules) {
+                const auto demoted_ids = m_rules->record_acceptance(rule_inputs(candidate), design);
+                if (!demoted_ids.empty()) demoted = fmt::format("; {} over-strict rule(s) demoted", demoted_ids.size());
+            }
+            finish_stage(Stage::compile, "pass",
+                         fmt::format("compiled in {:.2f} s{}{}{}", check.compile_secs, mined, demoted,
+                                     transient_note(transient_failures)),
+                         start);
+        } else {
+            const bool diagnosed = check.call.status == target::CallStatus::failed && !first_error(check.diagnostics).empty();
+            const std::string verdict = diagnosed || check.call.status == target::CallStatus::failed ? "fail" : "error";
+            std::string reason = diagnosed ? first_error(check.diagnostics)
+                                           : fmt::format("{}: {}", target::call_status_name(check.call.status),
+                                                         check.call.message);
+            finish_stage(Stage::compile, verdict, reason + mined + transient_note(transient_failures), start);
+            return outcome;
+        }
+    }
+
+    // ---- correctness: priming launch, fresh seeds, a re-run; the toolchain's verify + anti-gaming -
+    {
+        const auto start = Clock::now();
+        SeedStream stream(m_config.seed, candidate.content_hash, "correctness");
+        std::vector<std::uint64_t> seeds{m_config.priming_seed};
+        std::set<std::uint64_t> used{m_config.priming_seed};
+        while (static_cast<int>(seeds.size()) < 1 + std::max(2, m_config.correctness_seeds)) {
+            const std::uint64_t seed = stream.next();
+            if (used.insert(seed).second) seeds.push_back(seed);
+        }
+        seeds.push_back(seeds[1]);  // the first fresh seed again, after others ran: run-order check
+
+        std::vector<CorrectnessRun> runs;
+        std::vector<store::MeasurementRecord> measurements;
+        std::vector<double> cycles;
+        int transient_failures = 0;
+        std::int64_t device_runs = 0;
+        for (std::size_t position = 0; position < seeds.size(); ++position) {
+            target::RunRequest request;
+            request.file = candidate.source_file;
+            request.kernel = kernel.spec.name;
+            request.seed = seeds[position];
+            request.repeat = 1;
+            request.check = true;
+            request.shape = kernel.shape;
+            request.extra_args = m_config.run_extra_args;
+            const auto result = run_with_retries(*m_toolchain, request, m_config.transient_retries, transient_failures,
+                                                 outcome.device_secs, device_runs);
+            for (std::size_t repeat_idx = 0; repeat_idx < result.cycles.size(); ++repeat_idx) {
+                measurements.push_back({0, 0, static_cast<std::int64_t>(position),
+                                        static_cast<std::int64_t>(seeds[position]),
+                                        static_cast<std::int64_t>(repeat_idx), result.cycles[repeat_idx],
+                                        result.call.process.wall_secs * 1000.0});
+                cycles.push_back(result.cycles[repeat_idx]);
+            }
+            if (!result.verify) {
+                if (m_rules) m_rules->record_run_result(result, design, candidate.features);
+                outcome.device_runs += device_runs;
+                const std::string verdict = result.call.status == target::CallStatus::failed ||
+                                                    result.call.status == target::CallStatus::timed_out
+                                                ? "fail"
+                                                : "error";
+                finish_stage(Stage::correctness, verdict,
+                             fmt::format("seed {} (launch {}): {}{}", seeds[position], position, run_failure(result),
+                                         transient_note(transient_failures)),
+                             start, device_runs, measurements);
+                return outcome;
+            }
+            runs.push_back({seeds[position], position, *result.verify});
+        }
+        outcome.device_runs += device_runs;
+        const auto verdict = check_correctness_runs(runs, AntiGamingConfig{m_config.magnitude_factor});
+        if (!verdict.passed()) {
+            finish_stage(Stage::correctness, "fail", verdict.reason + transient_note(transient_failures), start,
+                         device_runs, measurements);
+            return outcome;
+        }
+        outcome.correct = true;
+        if (!cycles.empty()) {
+            if (auto impossible = speed_of_light_violation(median(cycles), bound, m_config.speed_of_light_tolerance)) {
+                finish_stage(Stage::correctness, "suspect", "speed_of_light: " + *impossible, start, device_runs,
+                             measurements);
+                return outcome;
+            }
+        }
+        std::string notes = verdict.notes.empty() ? std::string() : fmt::format("; notes: {}", fmt::join(verdict.notes, "; "));
+        finish_stage(Stage::correctness, "pass",
+                     fmt::format("every output verified on {} launches (priming seed {}, {} fresh seeds, one re-run); "
+                                 "fingerprints change with the inputs and reproduce{}{}",
+                                 runs.size(), m_config.priming_seed, seeds.size() - 2, notes,
+                                 transient_note(transient_failures)),
+                     start, device_runs, measurements);
+    }
+
+    // ---- screen: a few device runs; clearly slower than the champion is rejected -----------------
+    {
+        const auto start = Clock::now();
+        SeedStream stream(m_config.seed, candidate.content_hash, "screen");
+        std::vector<store::MeasurementRecord> measurements;
+        std::vector<double> cycles;
+        int transient_failures = 0;
+        std::int64_t device_runs = 0;
+        for (int run_idx = 0; run_idx < std::max(1, m_config.screen_runs); ++run_idx) {
+            target::RunRequest request;
+            request.file = candidate.source_file;
+            request.kernel = kernel.spec.name;
+            request.seed = stream.next();
+            request.repeat = 1;
+            request.shape = kernel.shape;
+            request.extra_args = m_config.run_extra_args;
+            const auto result = run_with_retries(*m_toolchain, request, m_config.transient_retries, transient_failures,
+                                                 outcome.device_secs, device_runs);
+            if (result.call.status != target::CallStatus::ok || result.cycles.empty()) {
+                if (m_rules) m_rules->record_run_result(result, design, candidate.features);
+                outcome.device_runs += device_runs;
+                finish_stage(Stage::screen, result.call.status == target::CallStatus::transient ? "error" : "fail",
+                             fmt::format("seed {}: {}{}", request.seed, run_failure(result),
+                                         transient_note(transient_failures)),
+                             start, device_runs, measurements);
+                return outcome;
+            }
+            measurements.push_back({0, 0, run_idx, static_cast<std::int64_t>(request.seed), 0, result.cycles.front(),
+                                    result.call.process.wall_secs * 1000.0});
+            cycles.push_back(result.cycles.front());
+        }
+        outcome.device_runs += device_runs;
+        const double screen_median = median(cycles);
+        outcome.cycles_median = screen_median;
+        if (auto impossible = speed_of_light_violation(screen_median, bound, m_config.speed_of_light_tolerance)) {
+            finish_stage(Stage::screen, "suspect", "speed_of_light: " + *impossible, start, device_runs, measurements);
+            return outcome;
+        }
+        if (!champion) {
+            outcome.accepted = true;
+            finish_stage(Stage::screen, "accept",
+                         fmt::format("median {:.0f} cycles over {} runs; no champion yet: the first correct design "
+                                     "becomes the champion{}",
+                                     screen_median, cycles.size(), transient_note(transient_failures)),
+                         start, device_runs, measurements);
+            return outcome;
+        }
+        outcome.champion_cycles_median = champion->cycles_median;
+        const double ratio = champion->cycles_median > 0.0 ? screen_median / champion->cycles_median : 0.0;
+        if (ratio > m_config.screen_max_ratio) {
+            finish_stage(Stage::screen, "reject",
+                         fmt::format("median {:.0f} cycles over {} runs is {:.3f}x the champion's {:.0f} (limit "
+                                     "{:.2f}x){}",
+                                     screen_median, cycles.size(), ratio, champion->cycles_median,
+                                     m_config.screen_max_ratio, transient_note(transient_failures)),
+                         start, device_runs, measurements);
+            return outcome;
+        }
+        finish_stage(Stage::screen, "pass",
+                     fmt::format("median {:.0f} cycles over {} runs, {:.3f}x the champion's {:.0f}{}", screen_median,
+                                 cycles.size(), ratio, champion->cycles_median, transient_note(transient_failures)),
+                     start, device_runs, measurements);
+    }
+
+    // ---- race: interleaved launches against the champion, the sequential test decides ------------
+    {
+        const auto start = Clock::now();
+        const Judge judge(*m_toolchain, sequential_design());
+        RaceConfig race_config;
+        race_config.seed = SeedStream(m_config.seed, candidate.content_hash, "race").next();
+        race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, m_config.transient_retries));
+        const LaunchSpec champion_spec{champion->candidate.source_file, kernel.spec.name, kernel.shape,
+                                       m_config.run_extra_args};
+        const LaunchSpec candidate_spec{candidate.source_file, kernel.spec.name, kernel.shape, m_config.run_extra_args};
+        const JudgeReport report = judge.race(champion_spec, candidate_spec, race_config);
+        outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
+        outcome.device_secs += report.device_secs;
+
+        std::vector<store::MeasurementRecord> candidate_measurements;
+        std::vector<store::MeasurementRecord> champion_measurements;
+        for (std::size_t launch_idx = 0; launch_idx < report.observations.size(); ++launch_idx) {
+            const auto& observation = report.observations[launch_idx];
+            if (!observation.secs || observation.error) continue;  // failures: counted in the reason
+            auto& target_list = observation.side == Side::candidate ? candidate_measurements : champion_measurements;
+            target_list.push_back({0, 0, static_cast<std::int64_t>(launch_idx),
+                                   static_cast<std::int64_t>(observation.input_seed), 0, *observation.secs,
+                                   report.wall_ms[launch_idx]});
+        }
+        if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
+        if (!report.champion_cycles.empty()) outcome.champion_cycles_median = median(report.champion_cycles);
+        outcome.speedup = report.verdict.test.speedup;
+
+        const auto& verdict = report.verdict;
+        const std::size_t failed_launches = static_cast<std::size_t>(std::count_if(
+            report.observations.begin(), report.observations.end(), [](const Observation& o) { return o.error.has_value(); }));
+        std::string summary = fmt::format(
+            "{} after {} pairs ({} launches, {} failed, {} transient retried): speedup {:.4f} [{:.4f}, {:.4f}], "
+            "Z_accept {:.2f} vs {:.2f}, Z_reject {:.2f} vs {:.2f}; {}",
+            decision_name(verdict.decision), verdict.pairs_completed, verdict.launches, failed_launches,
+            verdict.transient_failures, verdict.test.speedup, verdict.test.speedup_interval.lower,
+            verdict.test.speedup_interval.upper, verdict.test.accept_statistic, verdict.test.accept_bound,
+            verdict.test.reject_statistic, verdict.test.reject_bound, verdict.reason);
+        std::string stage_verdict(decision_name(verdict.decision));
+        if (verdict.decision == Decision::accept && outcome.cycles_median) {
+            if (auto impossible =
+                    speed_of_light_violation(*outcome.cycles_median, bound, m_config.speed_of_light_tolerance)) {
+                stage_verdict = "suspect";
+                summary = "speed_of_light: " + *impossible + "; race: " + summary;
+            }
+        }
+        outcome.accepted = stage_verdict == "accept";
+
+        StageRecord record{Stage::race, stage_verdict, summary, secs_since(start),
+                           static_cast<std::int64_t>(verdict.launches)};
+        auto transaction = m_store->database().transaction();
+        record_stage(candidate, record, kernel, candidate_measurements);
+        if (champion->candidate.design_id > 0) {
+            StageRecord champion_record = record;
+            champion_record.verdict = "champion";
+            champion_record.reason = fmt::format("raced by design {}: {}", candidate.design_id, summary);
+            record_stage(champion->candidate, champion_record, kernel, champion_measurements);
+        }
+        transaction.commit();
+        outcome.stages.push_back(record);
+        outcome.final_reason = fmt::format("race: {}: {}", record.verdict, record.reason);
+    }
+    return outcome;
+}
+
+Outcome Cascade::revalidate(const Champion& champion, const Champion& predecessor, const KernelContext& kernel) {
+    Outcome outcome;
+    outcome.correct = true;
+    const auto start = Clock::now();
+    const Judge judge(*m_toolchain, sequential_design());
+    RaceConfig race_config;
+    race_config.seed = SeedStream(m_config.seed ^ static_cast<std::uint64_t>(m_store->list_evaluations(
+                                                         champion.candidate.design_id, true).size()),
+                                  champion.candidate.content_hash, "revalidate")
+                           .next();
+    race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, m_config.transient_retries));
+    const LaunchSpec predecessor_spec{predecessor.candidate.source_file, kernel.spec.name, kernel.shape,
+                                      m_config.run_extra_args};
+    const LaunchSpec champion_spec{champion.candidate.source_file, kernel.spec.name, kernel.shape,
+                                   m_config.run_extra_args};
+    const JudgeReport report = judge.race(predecessor_spec, champion_spec, race_config);
+    outcome.device_runs = static_cast<std::int64_t>(report.verdict.launches);
+    outcome.device_secs = report.device_secs;
+    if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
+    if (!report.champion_cycles.empty()) outcome.champion_cycles_median = median(report.champion_cycles);
+    outcome.speedup = report.verdict.test.speedup;
+    outcome.accepted = report.verdict.decision == Decision::accept;
+
+    std::vector<store::MeasurementRecord> champion_measurements;
+    std::vector<store::MeasurementRecord> predecessor_measurements;
+    for (std::size_t launch_idx = 0; launch_idx < report.observations.size(); ++launch_idx) {
+        const auto& observation = report.observations[launch_idx];
+        if (!observation.secs || observation.error) continue;
+        auto& target_list = observation.side == Side::candidate ? champion_measurements : predecessor_measurements;
+        target_list.push_back({0, 0, static_cast<std::int64_t>(launch_idx),
+                               static_cast<std::int64_t>(observation.input_seed), 0, *observation.secs,
+                               report.wall_ms[launch_idx]});
+    }
+    const std::string summary = fmt::format(
+        "re-validation against design {}: {} after {} pairs ({} launches, {} transient retried): speedup {:.4f} "
+        "[{:.4f}, {:.4f}]; {}",
+        predecessor.candidate.design_id, decision_name(report.verdict.decision), report.verdict.pairs_completed,
+        report.verdict.launches, report.verdict.transient_failures, report.verdict.test.speedup,
+        report.verdict.test.speedup_interval.lower, report.verdict.test.speedup_interval.upper, report.verdict.reason);
+    StageRecord record{Stage::race, std::string(decision_name(report.verdict.decision)), summary, secs_since(start),
+                       outcome.device_runs};
+    auto transaction = m_store->database().transaction();
+    if (champion.candidate.design_id > 0) record_stage(champion.candidate, record, kernel, champion_measurements);
+    if (predecessor.candidate.design_id > 0) {
+        StageRecord predecessor_record = record;
+        predecessor_record.verdict = "champion";
+        predecessor_record.reason = fmt::format("raced by design {} ({})", champion.candidate.design_id, summary);
+        record_stage(predecessor.candidate, predecessor_record, kernel, predecessor_measurements);
+    }
+    transaction.commit();
+    outcome.stages.push_back(record);
+    outcome.final_reason = "race: " + record.verdict + ": " + summary;
+    return outcome;
+}
+
+Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelContext& kernel, int runs,
+                                   std::uint64_t first_seed) {
+    Measured measured;
+    measured.all_passed = runs > 0;
+    const auto start = Clock::now();
+    std::vector<store::MeasurementRecord> measurements;
+    double device_secs = 0.0;
+    std::int64_t device_runs = 0;
+    int transient_failures = 0;
+    for (int run_idx = 0; run_idx < runs; ++run_idx) {
+        target::RunRequest request;
+        request.file = candidate.source_file;
+        request.kernel = kernel.spec.name;
+        request.seed = first_seed + static_cast<std::uint64_t>(run_idx);
+        request.repeat = 1;
+        request.check = true;
+        request.shape = kernel.shape;
+        request.extra_args = m_config.run_extra_args;
+        const auto result = run_with_retries(*m_toolchain, request, m_config.transient_retries, transient_failures,
+                                             device_secs, device_runs);
+        if (!result.cycles.empty()) {
+            measured.cycles.push_back(result.cycles.front());
+            measurements.push_back({0, 0, run_idx, static_cast<std::int64_t>(request.seed), 0, result.cycles.front(),
+                                    result.call.process.wall_secs * 1000.0});
+        }
+        if (!result.verify || !result.verify->passed || result.cycles.empty()) {
+            measured.all_passed = false;
+            if (measured.reason.empty()) {
+                measured.reason = result.verify && !result.verify->passed
+                                      ? fmt::format("seed {}: {} mismatches, {} non-finite", request.seed,
+                                                    result.verify->mismatches, result.verify->nonfinite)
+                                      : fmt::format("seed {}: {}", request.seed, run_failure(result));
+            }
+        }
+    }
+    if (!measured.cycles.empty()) measured.cycles_median = median(measured.cycles);
+    const SpeedOfLight bound = speed_of_light(m_model, min_bytes(kernel));
+    if (measured.cycles_median) {
+        if (auto impossible = speed_of_light_violation(*measured.cycles_median, bound, m_config.speed_of_light_tolerance)) {
+            measured.all_passed = false;
+            measured.reason = "speed_of_light: " + *impossible;
+        }
+    }
+    if (measured.reason.empty()) {
+        measured.reason = measured.cycles_median
+                              ? fmt::format("median {:.0f} cycles over {} passing runs{}", *measured.cycles_median,
+                                            measured.cycles.size(), transient_note(transient_failures))
+                              : "no runs";
+    }
+    if (candidate.design_id > 0) {
+        store::EvaluationRecord evaluation;
+        evaluation.design_id = candidate.design_id;
+        evaluation.toolchain_version_id = toolchain_version_id();
+        evaluation.bench_config_hash = bench_config_hash(kernel);
+        evaluation.stage = "measure";
+        evaluation.verdict = measured.all_passed ? "pass" : "fail";
+        evaluation.reason = measured.reason;
+        evaluation.secs = secs_since(start);
+        m_store->record_evaluation(evaluation, measurements);
+    }
+    return measured;
+}
+
+}  // namespace npuopt::eval

@@ -1,0 +1,74 @@
+#include "eval/judge.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <optional>
+
+namespace npuopt::eval {
+
+JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceConfig& config,
+                     const Launcher& launcher) {
+    JudgeReport report;
+    Race race(std::move(design), config);
+    while (auto plan = race.next_pair()) {
+        PairOutcome outcome;
+        std::array<std::optional<double>, 2> wall_ms;
+        for (std::size_t position = 0; position < 2; ++position) {
+            const Side side = plan->order[position];
+            JudgedLaunch launch = launcher(side, plan->input_seed);
+            report.device_secs += launch.device_secs;
+            wall_ms[position] = launch.wall_ms;
+            if (launch.result.secs && !launch.result.error) {
+                (side == Side::champion ? report.champion_cycles : report.candidate_cycles).push_back(*launch.result.secs);
+            }
+            (side == Side::champion ? outcome.champion : outcome.candidate) = std::move(launch.result);
+        }
+        race.record_pair(*plan, outcome);
+        report.wall_ms.push_back(wall_ms[0]);
+        report.wall_ms.push_back(wall_ms[1]);
+    }
+    report.verdict = race.verdict();
+    report.observations.assign(race.observations().begin(), race.observations().end());
+    return report;
+}
+
+JudgedLaunch to_judged_launch(const target::RunResult& result) {
+    JudgedLaunch launch;
+    launch.device_secs = result.call.process.wall_secs;
+    launch.wall_ms = result.call.process.wall_secs * 1000.0;
+    const auto status = result.call.status;
+    if (status == target::CallStatus::ok && !result.cycles.empty()) {
+        launch.result = LaunchResult::timed(result.cycles.front());
+        return launch;
+    }
+    const bool transient = status == target::CallStatus::transient || status == target::CallStatus::crashed;
+    std::string message = result.call.message.empty() ? std::string(target::call_status_name(status))
+                                                      : result.call.message;
+    if (status == target::CallStatus::ok) message = "the run printed no cycles";
+    launch.result = LaunchResult::failed(fmt::format("{}: {}", target::call_status_name(status), message), transient);
+    return launch;
+}
+
+Judge::Judge(const target::Toolchain& toolchain, std::shared_ptr<const SequentialDesign> design)
+    : m_toolchain(&toolchain), m_design(std::move(design)) {}
+
+JudgedLaunch Judge::launch(const LaunchSpec& spec, std::uint64_t seed) const {
+    target::RunRequest request;
+    request.file = spec.file;
+    request.kernel = spec.kernel;
+    request.seed = seed;
+    request.repeat = 1;
+    request.check = false;
+    request.shape = spec.shape;
+    request.extra_args = spec.extra_args;
+    return to_judged_launch(m_toolchain->run(request));
+}
+
+JudgeReport Judge::race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config) const {
+    return run_race(m_design, config, [&](Side side, std::uint64_t seed) {
+        return launch(side == Side::champion ? champion : candidate, seed);
+    });
+}
+
+}  // namespace npuopt::eval

@@ -1,0 +1,78 @@
+#pragma once
+// The judge: drives a race (race.hpp) on the device through the toolchain. Every launch is its
+// own process (`repeat 1`), the two sides alternate which goes first, both launches of a pair
+// use the pair's fresh seed, and the sequential test (sequential.hpp) decides. Transient
+// failures are retried by the race and counted; every launch is kept for the record.
+//
+//   Race::next_pair ─► launch order[0] ─► launch order[1] ─► Race::record_pair ─► ... ─► verdict
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/race.hpp"
+#include "eval/sequential.hpp"
+#include "target/toolchain.hpp"
+
+namespace npuopt::eval {
+
+/// What one side of a race launches.
+struct LaunchSpec {
+    std::filesystem::path file;
+    std::string kernel;
+    std::map<std::string, std::int64_t> shape;
+    std::vector<std::string> extra_args;  ///< appended to the run argv (RunRequest::extra_args)
+};
+
+/// One launch as the judge saw it: the race's view plus the device time it cost.
+struct JudgedLaunch {
+    LaunchResult result;        ///< secs holds cycles (the race only uses ratios)
+    double device_secs = 0.0;   ///< wall time of the process
+    std::optional<double> wall_ms;
+};
+
+/// Launches one side with one input seed (a fake in tests, the toolchain in `Judge`).
+using Launcher = std::function<JudgedLaunch(Side side, std::uint64_t seed)>;
+
+/// A finished race with everything it measured.
+struct JudgeReport {
+    RaceVerdict verdict;
+    std::vector<Observation> observations;   ///< every launch in order, failed ones included
+    std::vector<std::optional<double>> wall_ms;  ///< per observation
+    std::vector<double> champion_cycles;     ///< successful launches only
+    std::vector<double> candidate_cycles;
+    double device_secs = 0.0;
+};
+
+/// Run a race to its end, launching through `launcher`.
+JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceConfig& config,
+                     const Launcher& launcher);
+
+/// Map a toolchain run to a launch result: cycles of its one repeat, or an error that is
+/// transient (CallStatus transient or crashed) or persistent (failure, hang, unparsable).
+JudgedLaunch to_judged_launch(const target::RunResult& result);
+
+/// The judge on a real toolchain.
+class Judge {
+public:
+    Judge(const target::Toolchain& toolchain, std::shared_ptr<const SequentialDesign> design);
+
+    /// One process launch of `spec` with `seed`, repeat 1, no check.
+    JudgedLaunch launch(const LaunchSpec& spec, std::uint64_t seed) const;
+
+    /// Race `candidate` against `champion`; the config's seed drives the plan.
+    JudgeReport race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config) const;
+
+    const SequentialDesign& design() const { return *m_design; }
+
+private:
+    const target::Toolchain* m_toolchain;
+    std::shared_ptr<const SequentialDesign> m_design;
+};
+
+}  // namespace npuopt::eval

@@ -1,0 +1,55 @@
+#pragma once
+// The speed-of-light guard: the fewest cycles a kernel can take on the measured hardware, and the
+// check that rejects a timing below it. A number that cannot be true is an error (DESIGN.md):
+// a candidate faster than the bound is recorded as suspect and never accepted.
+//
+//   bound = max(min_bytes_moved / sustained bandwidth,  min_macs / chip MACs per cycle)
+//   suspect when measured < tolerance x bound
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/target_config.hpp"
+#include "knowledge/hardware_model.hpp"
+
+namespace npuopt::eval {
+
+/// Bytes per element of a kernels.yaml dtype (fp4_e2m1 = 0.5); nullopt for an unknown dtype.
+std::optional<double> dtype_bytes(std::string_view dtype);
+
+/// Value of a tensor dimension: an integer, a shape variable, or a product/quotient of them
+/// evaluated left to right ("q_heads*head_dim", "hidden/16"). Throws Error(invalid_input) naming
+/// the dimension for an unknown name, bad syntax or a division that is not exact.
+std::int64_t evaluate_dim(std::string_view dim, const std::map<std::string, std::int64_t>& shape);
+
+/// Bytes a kernel must move at least: every weight, input and output tensor once, at `shape`
+/// (kernel.shape where `shape` lacks a variable). State tensors (a ring cache) are touched only
+/// in part and not counted. Throws Error(invalid_input) for an unknown dtype or dimension.
+double kernel_min_bytes(const config::KernelSpec& kernel, const std::map<std::string, std::int64_t>& shape);
+
+/// The bound and where it comes from.
+struct SpeedOfLight {
+    double cycles = 0.0;          ///< max of the parts; 0 when nothing is known
+    double memory_cycles = 0.0;   ///< bytes / sustained bandwidth
+    double compute_cycles = 0.0;  ///< macs / chip MAC rate (0 without one)
+    double bytes_per_cycle = 0.0; ///< the bandwidth used (the upper end of its 95% interval)
+    std::string basis;            ///< in words, for reasons
+};
+
+/// The bound for `min_bytes` (and `min_macs` when > 0) from the fitted model. The bandwidth is
+/// the upper end of the sustained bandwidth's 95% interval, so an imprecise fit loosens the
+/// bound rather than rejecting an honest design. The compute part needs the model's
+/// `chip_macs_per_cycle` parameter. Zero cycles when the model knows no bandwidth.
+SpeedOfLight speed_of_light(const knowledge::HardwareModel* model, double min_bytes, double min_macs = 0.0);
+
+/// Default share of the bound below which a timing is impossible (noise and fit slack).
+inline constexpr double k_speed_of_light_tolerance = 0.97;
+
+/// Why `measured_cycles` cannot be true, or nullopt when it can (or the bound is unknown).
+std::optional<std::string> speed_of_light_violation(double measured_cycles, const SpeedOfLight& bound,
+                                                    double tolerance = k_speed_of_light_tolerance);
+
+}  // namespace npuopt::eval

@@ -1,0 +1,288 @@
+// The cascade end to end on the fake adversarial toolchain: every stage recorded, each gaming
+// kernel rejected with its reason in the store, rules learnt and used, the race and re-validation.
+
+#include "test_cascade_fixture.hpp"
+
+#include <algorithm>
+
+#include "eval/judge.hpp"
+#include "eval/speed_of_light.hpp"
+
+using namespace npuopt::eval;
+using cascade_test::Campaign;
+using cascade_test::quick_config;
+
+namespace {
+
+const npuopt::store::EvaluationRecord* stage_row(const std::vector<npuopt::store::EvaluationRecord>& rows,
+                                                 const std::string& stage) {
+    auto found = std::find_if(rows.begin(), rows.end(), [&](const auto& row) { return row.stage == stage; });
+    return found == rows.end() ? nullptr : &*found;
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+/// Evaluate a gaming candidate against an honest champion and return its correctness row.
+npuopt::store::EvaluationRecord rejected_at_correctness(const std::string& behaviour,
+                                                        std::vector<std::string> extra_args = {}) {
+    Campaign campaign;
+    CascadeConfig config = quick_config();
+    config.run_extra_args = std::move(extra_args);
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+    const Champion champion{campaign.design("honest"), 10000};
+    const Candidate candidate = campaign.design(behaviour, 9000);
+    const Outcome outcome = cascade.evaluate(candidate, champion, campaign.kernel());
+    CHECK_FALSE(outcome.accepted);
+    CHECK_FALSE(outcome.correct);
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == Stage::correctness);
+    const auto rows = campaign.evaluations(candidate);
+    REQUIRE(rows.size() == 4);  // rules, estimate, compile, correctness: nothing after the failure
+    CHECK(rows.back().stage == "correctness");
+    CHECK(rows.back().verdict == "fail");
+    CHECK(rows.back().reason == outcome.stages.back().reason);
+    return rows.back();
+}
+
+}  // namespace
+
+TEST_CASE("a kernel that returns the previous run's output is rejected as leftovers") {
+    const auto row = rejected_at_correctness("leftovers", {"--no-poison"});
+    INFO(row.reason);
+    CHECK(starts_with(row.reason, "leftovers:"));
+    CHECK(row.reason.find("previous run") != std::string::npos);
+}
+
+TEST_CASE("with poisoned outputs the same kernel fails as non-finite") {
+    const auto row = rejected_at_correctness("leftovers");
+    INFO(row.reason);
+    CHECK(starts_with(row.reason, "nonfinite:"));
+}
+
+TEST_CASE("a kernel that ignores its input is rejected as input independent") {
+    const auto row = rejected_at_correctness("ignores_input");
+    INFO(row.reason);
+    CHECK(starts_with(row.reason, "input_independent:"));
+}
+
+TEST_CASE("a kernel that writes non-finite values is rejected as nonfinite") {
+    const auto row = rejected_at_correctness("nonfinite");
+    INFO(row.reason);
+    CHECK(starts_with(row.reason, "nonfinite:"));
+}
+
+TEST_CASE("all zeros pass a loose tolerance but not the magnitude check") {
+    const auto row = rejected_at_correctness("all_zero_loose");
+    INFO(row.reason);
+    CHECK(starts_with(row.reason, "all_zero:"));
+}
+
+TEST_CASE("a result that depends on run order is rejected as order dependent") {
+    const auto row = rejected_at_correctness("order_dependent");
+    INFO(row.reason);
+    CHECK(starts_with(row.reason, "order_dependent:"));
+}
+
+TEST_CASE("correctness measurements are recorded with their seeds: priming seed first then fresh ones") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Candidate candidate = campaign.design("honest");
+    const Outcome outcome = cascade.evaluate(candidate, std::nullopt, campaign.kernel());
+    CHECK(outcome.accepted);  // the first correct design becomes champion after the screen
+    const auto rows = campaign.evaluations(candidate);
+    const auto* correctness = stage_row(rows, "correctness");
+    REQUIRE(correctness != nullptr);
+    CHECK(correctness->verdict == "pass");
+    const auto measurements = campaign.store.list_measurements(correctness->id);
+    REQUIRE(measurements.size() == 4);  // priming + 2 fresh + re-run
+    CHECK(measurements[0].seed == 0);
+    CHECK(measurements[1].seed != 0);
+    CHECK(measurements[2].seed != measurements[1].seed);
+    CHECK(measurements[3].seed == measurements[1].seed);
+    const auto* screen = stage_row(rows, "screen");
+    REQUIRE(screen != nullptr);
+    CHECK(screen->verdict == "accept");
+    CHECK(campaign.store.list_measurements(screen->id).size() == 3);
+    CHECK(outcome.cycles_median.has_value());
+}
+
+TEST_CASE("a timing below the speed-of-light bound is suspect and never accepted") {
+    Campaign campaign;
+    npuopt::knowledge::HardwareModel model;
+    model.sustained_bytes_per_cycle = 100.0;  // bound = 2,000,000 bytes / 100 = 20,000 cycles
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, &model, quick_config());
+    auto kernel = campaign.kernel();
+    kernel.min_bytes_moved = 2'000'000.0;
+    CHECK(cascade.speed_of_light_cycles(kernel) == doctest::Approx(20000.0));
+    const Candidate candidate = campaign.design("fast", 10000);
+    const Outcome outcome = cascade.evaluate(candidate, Champion{campaign.design("honest", 30000), 30000}, kernel);
+    CHECK_FALSE(outcome.accepted);
+    const auto rows = campaign.evaluations(candidate);
+    REQUIRE_FALSE(rows.empty());
+    CHECK(rows.back().verdict == "suspect");
+    INFO(rows.back().reason);
+    CHECK(starts_with(rows.back().reason, "speed_of_light:"));
+}
+
+TEST_CASE("a compile error is mined into a rule that rejects the next design before compiling") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Candidate illegal = campaign.design("illegal", 10000, 0, {{"dm_bytes", 786432}});
+    Outcome first = cascade.evaluate(illegal, std::nullopt, campaign.kernel());
+    CHECK_FALSE(first.accepted);
+    REQUIRE(first.stages.back().stage == Stage::compile);
+    CHECK(first.stages.back().verdict == "fail");
+    CHECK(first.stages.back().reason.find("E0201") != std::string::npos);
+
+    const Candidate again = campaign.design("illegal", 10000, 0, {{"dm_bytes", 600000}});
+    Outcome second = cascade.evaluate(again, std::nullopt, campaign.kernel());
+    REQUIRE(second.stages.size() == 1);
+    CHECK(second.stages[0].stage == Stage::rules);
+    CHECK(second.stages[0].verdict == "reject");
+    CHECK(second.stages[0].reason.find("dm_bytes") != std::string::npos);
+    CHECK(campaign.evaluations(again).size() == 1);
+
+    const Candidate small = campaign.design("honest", 10000, 0, {{"dm_bytes", 4096}});
+    Outcome third = cascade.evaluate(small, std::nullopt, campaign.kernel());
+    CHECK(third.accepted);
+}
+
+TEST_CASE("the estimate stage skips designs predicted far slower, except for the exploration allowance") {
+    Campaign campaign;
+    CascadeConfig config = quick_config();
+    config.exploration_allowance = 0.0;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Candidate slow = campaign.design("honest", 10000, 20000);
+    Outcome outcome = cascade.evaluate(slow, champion, campaign.kernel());
+    REQUIRE(outcome.stages.size() == 2);
+    CHECK(outcome.stages[1].stage == Stage::estimate);
+    CHECK(outcome.stages[1].verdict == "skip");
+    CHECK(outcome.stages[1].reason.find("2.00x") != std::string::npos);
+
+    config.exploration_allowance = 1.0;  // everything screened out is let through
+    cascade.set_config(config);
+    const Candidate explored = campaign.design("honest", 30000, 20000);
+    outcome = cascade.evaluate(explored, champion, campaign.kernel());
+    REQUIRE(outcome.stages.size() >= 2);
+    CHECK(outcome.stages[1].verdict == "pass");
+    CHECK(outcome.stages[1].reason.find("exploration") != std::string::npos);
+    CHECK(outcome.stages.back().stage == Stage::screen);  // then rejected by the screen: 3x slower
+    CHECK(outcome.stages.back().verdict == "reject");
+}
+
+TEST_CASE("a faster candidate wins the race and every launch is recorded for both designs") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Candidate faster = campaign.design("honest", 9000);
+    const Outcome outcome = cascade.evaluate(faster, champion, campaign.kernel());
+    INFO(outcome.final_reason);
+    CHECK(outcome.accepted);
+    REQUIRE(outcome.speedup.has_value());
+    CHECK(*outcome.speedup == doctest::Approx(10000.0 / 9000.0).epsilon(0.01));
+    const auto* race = stage_row(campaign.evaluations(faster), "race");
+    REQUIRE(race != nullptr);
+    CHECK(race->verdict == "accept");
+    const auto candidate_launches = campaign.store.list_measurements(race->id);
+    const auto* champion_race = stage_row(campaign.evaluations(champion.candidate), "race");
+    REQUIRE(champion_race != nullptr);
+    CHECK(champion_race->verdict == "champion");
+    const auto champion_launches = campaign.store.list_measurements(champion_race->id);
+    for (const auto& row : campaign.evaluations(champion.candidate)) MESSAGE(row.id << " " << row.stage << " " << row.verdict);
+    MESSAGE("race id " << race->id << " champion id " << champion_race->id);
+    CHECK(candidate_launches.size() == champion_launches.size());
+    CHECK(static_cast<std::int64_t>(candidate_launches.size() + champion_launches.size()) ==
+          outcome.stages.back().device_runs);
+    CHECK(candidate_launches.front().seed == champion_launches.front().seed);  // one fresh seed per pair
+}
+
+TEST_CASE("identical designs do not win the race") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Outcome outcome = cascade.evaluate(campaign.design("honest", 10000), champion, campaign.kernel());
+    CHECK_FALSE(outcome.accepted);
+    CHECK(outcome.stages.back().stage == Stage::race);
+    CHECK(outcome.stages.back().verdict != "accept");
+}
+
+TEST_CASE("transient failures are retried and counted in the reason") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Outcome outcome = cascade.evaluate(campaign.design("flaky"), std::nullopt, campaign.kernel());
+    INFO(outcome.final_reason);
+    CHECK(outcome.accepted);
+    bool counted = false;
+    for (const auto& stage : outcome.stages) counted = counted || stage.reason.find("transient") != std::string::npos;
+    CHECK(counted);
+}
+
+TEST_CASE("a device error in the correctness stage fails it and names the error") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Outcome outcome = cascade.evaluate(campaign.design("device_error"), std::nullopt, campaign.kernel());
+    CHECK_FALSE(outcome.accepted);
+    CHECK(outcome.stages.back().stage == Stage::correctness);
+    CHECK(outcome.stages.back().verdict == "fail");
+    CHECK(outcome.stages.back().reason.find("DMA fault") != std::string::npos);
+}
+
+TEST_CASE("re-validation races the champion against its predecessor") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion predecessor{campaign.design("honest", 10000), 10000};
+    const Champion champion{campaign.design("honest", 9000), 9000};
+    const Outcome still = cascade.revalidate(champion, predecessor, campaign.kernel());
+    CHECK(still.accepted);
+    const auto* row = stage_row(campaign.evaluations(champion.candidate), "race");
+    REQUIRE(row != nullptr);
+    CHECK(row->reason.find("re-validation") != std::string::npos);
+    const Outcome reversed = cascade.revalidate(predecessor, champion, campaign.kernel());
+    CHECK_FALSE(reversed.accepted);
+}
+
+TEST_CASE("measure: median of seeded checked runs") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const auto measured = cascade.measure(campaign.design("honest", 10000), campaign.kernel(), 7, 1);
+    CHECK(measured.all_passed);
+    CHECK(measured.cycles.size() == 7);
+    REQUIRE(measured.cycles_median.has_value());
+    CHECK(*measured.cycles_median == doctest::Approx(10000.0).epsilon(0.03));
+    const auto bad = cascade.measure(campaign.design("nonfinite"), campaign.kernel(), 2, 1);
+    CHECK_FALSE(bad.all_passed);
+    CHECK(bad.reason.find("non-finite") != std::string::npos);
+}
+
+TEST_CASE("strict config tightens the acceptance test and the screens") {
+    const CascadeConfig base;
+    const CascadeConfig strict = CascadeConfig::strict(base);
+    CHECK(strict.acceptance.alpha <= 0.01);
+    CHECK(strict.acceptance.min_pairs >= 8);
+    CHECK(strict.acceptance.max_pairs >= 40);
+    CHECK(strict.correctness_seeds >= base.correctness_seeds);
+    CHECK(strict.screen_max_ratio <= base.screen_max_ratio);
+    CHECK(strict.exploration_allowance < base.exploration_allowance);
+}
+
+TEST_CASE("judge: a transient launch failure is retried with the same seed and counted") {
+    SequentialConfig sequential;
+    sequential.calibration_paths = 4000;
+    const auto design = std::make_shared<const SequentialDesign>(make_sequential_design(sequential));
+    int calls = 0;
+    const auto report = run_race(design, RaceConfig{3, 3, 10}, [&](Side side, std::uint64_t) {
+        ++calls;
+        JudgedLaunch launch;
+        if (calls == 3) {
+            launch.result = LaunchResult::failed("device busy", true);
+        } else {
+            launch.result = LaunchResult::timed(side == Side::champion ? 1000.0 : 800.0 + calls % 7);
+        }
+        return launch;
+    });
+    CHECK(report.verdict.decision == Decision::accept);
+    CHECK(report.verdict.transient_failures == 1);
+    CHECK(report.observations.size() == report.verdict.launches);
+    CHECK(report.wall_ms.size() == report.observations.size());
+}

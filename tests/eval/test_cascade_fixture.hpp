@@ -1,0 +1,134 @@
+#pragma once
+// Shared fixture of the cascade tests: a scratch campaign store, a rule book, and the fake
+// adversarial toolchain (tests/data/adversarial/fake-npuc-adversarial), whose behaviour each
+// kernel file declares in a `// fake-behaviour:` line.
+
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "config/target_config.hpp"
+#include "eval/cascade.hpp"
+#include "knowledge/rules.hpp"
+#include "proc/subprocess.hpp"
+#include "store/campaign_store.hpp"
+#include "store/database.hpp"
+#include "store/knowledge_store.hpp"
+#include "target/toolchain.hpp"
+
+namespace cascade_test {
+
+namespace fs = std::filesystem;
+
+/// A private directory under the build dir (not /tmp: the sandbox mounts a tmpfs there).
+class TempDir {
+public:
+    explicit TempDir(const std::string& prefix = "cascade") {
+        fs::path base = fs::path(NPUOPT_BUILD_DIR) / "test-tmp";
+        fs::create_directories(base);
+        std::string pattern = (base / (prefix + "-XXXXXX")).string();
+        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+        m_path = pattern;
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        fs::remove_all(m_path, ignored);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const fs::path& path() const { return m_path; }
+
+private:
+    fs::path m_path;
+};
+
+/// The fake target; FAKE_STATE_DIR is a writable directory that outlives one call.
+inline npuopt::config::TargetConfig fake_target(const fs::path& state_dir) {
+    npuopt::config::TargetConfig target;
+    target.name = "fake";
+    target.dir = NPUOPT_TEST_DATA_DIR;
+    target.toolchain.bin = "fake-npuc-adversarial";
+    target.toolchain.search_paths = {"adversarial"};
+    target.toolchain.env = {{"FAKE_STATE_DIR", state_dir.string()}};
+    target.toolchain.version = {{"{bin}", "--version"}, 10.0};
+    target.toolchain.check = {{"{bin}", "check", "{file}"}, 10.0};
+    target.toolchain.schedule = {{"{bin}", "schedule", "{file}", "--kernel", "{kernel}", "--shape", "{shape}"}, 10.0};
+    target.toolchain.run = {{"{bin}", "run", "{file}", "--kernel", "{kernel}", "--seed", "{seed}", "--repeat",
+                             "{repeat}", "--shape", "{shape}"},
+                            3.0};
+    return target;
+}
+
+inline npuopt::proc::SandboxPolicy sandbox_with(const fs::path& writable) {
+    npuopt::proc::SandboxPolicy policy;
+    policy.enabled = true;
+    policy.required = false;
+    policy.writable_paths = {writable};
+    return policy;
+}
+
+/// A campaign: store, rule book, toolchain and designs written as fake kernel files.
+struct Campaign {
+    TempDir dir;
+    fs::path state_dir = dir.path() / "state";
+    npuopt::store::CampaignStore store = npuopt::store::CampaignStore::open(dir.path() / "campaign.db");
+    npuopt::store::Database kb_database = npuopt::store::Database::open(dir.path() / "kb.db");
+    npuopt::store::KnowledgeStore kb_store{kb_database};
+    std::int64_t kb_version_id = kb_store.toolchain_version_id("fake", "fake-npuc", "1.0.0");
+    npuopt::knowledge::RuleBook rules{kb_store, "fake", "1.0.0"};
+    npuopt::target::Toolchain toolchain{fake_target(state_dir), sandbox_with(state_dir)};
+    int next_design = 0;
+
+    Campaign() { fs::create_directories(state_dir); }
+
+    /// A design whose fake kernel file declares `behaviour`, `cycles` and `estimate`.
+    npuopt::eval::Candidate design(const std::string& behaviour, double cycles = 10000, double estimate = 0,
+                                   std::map<std::string, double> quantities = {}) {
+        const std::string name = fmt::format("{}-{}", behaviour, next_design++);
+        const fs::path file = dir.path() / (name + ".rs");
+        std::ofstream(file) << "// fake-behaviour: " << behaviour << "\n// fake-cycles: " << static_cast<long>(cycles)
+                            << "\n// fake-estimate: " << static_cast<long>(estimate > 0 ? estimate : cycles) << "\n";
+        npuopt::store::DesignRecord record;
+        record.content_hash = "hash-" + name;
+        record.target = "fake";
+        record.kernel = "attention_output";
+        record.shape = "hidden=256";
+        record.template_name = behaviour;
+        npuopt::eval::Candidate candidate;
+        candidate.design_id = store.record_design(record);
+        candidate.content_hash = record.content_hash;
+        candidate.kernel = "attention_output";
+        candidate.source_file = file;
+        candidate.quantities = std::move(quantities);
+        return candidate;
+    }
+
+    npuopt::eval::KernelContext kernel() const {
+        npuopt::eval::KernelContext context;
+        context.spec.name = "attention_output";
+        context.shape = {{"hidden", 256}};
+        context.min_bytes_moved = 0.0;
+        return context;
+    }
+
+    /// Stage rows of a design, in order.
+    std::vector<npuopt::store::EvaluationRecord> evaluations(const npuopt::eval::Candidate& candidate) {
+        return store.list_evaluations(candidate.design_id);
+    }
+};
+
+/// A quick configuration: small calibration, few seeds.
+inline npuopt::eval::CascadeConfig quick_config() {
+    npuopt::eval::CascadeConfig config;
+    config.acceptance.calibration_paths = 4000;
+    config.seed = 7;
+    return config;
+}
+
+}  // namespace cascade_test
