@@ -26,7 +26,7 @@ const DROWS: u32 = ${DROWS};
 const KC: u32 = ${KC};
 const BUFFERS: usize = ${BUFFERS};
 const STAGGER: u32 = ${STAGGER};
-const PRE: usize = ${PRE};
+const DBUFFERS: usize = ${DBUFFERS};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -96,7 +96,6 @@ fn ff(k: &mut Ctx) {
     let db = f / 16; // down block-scale row bytes
     let tile1 = 2 * ROWS * (rb + sb);
     let tile2 = DROWS * kc / 2;
-    let bsz = tile1.max(tile2);
     let xc = div_of(h, 512, 64); // prologue chunk
     let hc = div_of(kc, 768, 64); // h chunk staging
 
@@ -138,8 +137,8 @@ fn ff(k: &mut Ctx) {
     // ---- per slice: prologue, phase 1, first phase-2 tiles, h write ----
     struct P2 {
         bufs: Vec<Dm>,
+        dsc_all: Dm,
         hall: Dm,
-        dsc: Dm,
         trf: Trf,
         pass_ring: Vec<Option<Token>>,
         t: usize,
@@ -157,8 +156,13 @@ fn ff(k: &mut Ctx) {
         x_.xd = xd;
         let sd = k.dm_alloc(sl, 256 * 3); // w_gate_s, w_up_s, w_down_s
         let hall = k.dm_alloc(sl, f * 2);
-        let dsc = k.dm_alloc(sl, n2 * db);
-        let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, bsz)).collect();
+        // one arena: phase 1 = ring of BUFFERS gate/up tiles; phase 2 (after the last
+        // phase-1 pass) = the resident down block scales + a ring of DBUFFERS down tiles
+        let dsz = (n2 * db + 255) / 256 * 256;
+        let arena = k.dm_alloc(sl, (BUFFERS as u32 * tile1).max(dsz + DBUFFERS as u32 * tile2));
+        let bufs: Vec<Dm> = (0..BUFFERS).map(|b| Dm { slice: sl, addr: arena.addr + b as u32 * tile1, bytes: tile1 }).collect();
+        let dsc = Dm { slice: sl, addr: arena.addr, bytes: n2 * db };
+        let bufs2: Vec<Dm> = (0..DBUFFERS).map(|b| Dm { slice: sl, addr: arena.addr + dsz + b as u32 * tile2, bytes: tile2 }).collect();
         let (wa, wb) = (x_.q0 * 2 / 256 * 256, (((x_.q0 + n2) * 2 + 255) / 256 * 256).min(h * 2));
         x_.pw = k.dm_alloc(sl, wb - wa);
         x_.pwo = x_.q0 * 2 - wa;
@@ -238,15 +242,11 @@ fn ff(k: &mut Ctx) {
         // phase 1
         let mut passes: Vec<Token> = vec![];
         let mut vst: Vec<Token> = vec![];
-        let mut early: Vec<Token> = vec![];
+        let early: Vec<Token> = vec![];
         for t in 0..nt {
             if t >= BUFFERS {
                 let l = load1(k, t, Some(&passes[t - BUFFERS]));
                 loads.push(l);
-            }
-            if t + 1 == PRE.min(nt) {
-                // the down-projection block scales of this slice's rows (resident)
-                early.push(copy_after(k, &[], e, wdb.at((x_.q0 * db) as u64), dsc.at(0), n2 * db));
             }
             let (r, tr) = tiles[t];
             let b = t % BUFFERS;
@@ -287,7 +287,7 @@ fn ff(k: &mut Ctx) {
             drop_token(t);
         }
         drop_token(vt);
-        p2s.push(P2 { bufs, hall, dsc, trf, pass_ring: (0..BUFFERS).map(|_| None).collect(), t: nt, last_p1: Some(last_p1), scal, sc_tok: tsc, early });
+        p2s.push(P2 { bufs: bufs2, dsc_all: dsc, hall, trf, pass_ring: (0..BUFFERS).map(|_| None).collect(), t: nt, last_p1: Some(last_p1), scal, sc_tok: tsc, early });
     }
 
     // ---- phase 2: the first BUFFERS tiles of every slice, then h write + gather ----
@@ -305,7 +305,7 @@ fn ff(k: &mut Ctx) {
     };
     let load2 = |k: &mut Ctx, x_: &Sl, p: &P2, t: usize, tl: (u32, u32, u32), dep: Option<&Token>| -> Token {
         let (q, r, tr) = tl;
-        let buf = p.bufs[t % BUFFERS];
+        let buf = p.bufs[t % DBUFFERS];
         let cb = kc / 2;
         let pp = pk(cb, PACKET);
         let src = wd.at(((x_.q0 + r) * (f / 2) + q * cb) as u64);
@@ -321,9 +321,10 @@ fn ff(k: &mut Ctx) {
         let t2 = tiles2(x_);
         let mut v = vec![];
         let lp1 = p.last_p1.take().unwrap();
-        for t in 0..BUFFERS.min(t2.len()) {
-            // the ring slot was last read by a phase-1 pass; the last phase-1 pass covers all of them
-            v.push(load2(k, x_, p, p.t + t, t2[t], Some(&lp1)));
+        // the arena was last read by phase-1 passes; the last one covers all of them
+        p.early.push(copy_after(k, &[&lp1], x_.e, wdb.at((x_.q0 * db) as u64), p.dsc_all.at(0), x_.n2 * db));
+        for t in 0..DBUFFERS.min(t2.len()) {
+            v.push(load2(k, x_, p, t, t2[t], Some(&lp1)));
         }
         p.last_p1 = Some(lp1);
         l2.push(v);
@@ -372,17 +373,17 @@ fn ff(k: &mut Ctx) {
                 }
                 vts.push(vtk.unwrap());
             }
-            if t >= BUFFERS {
-                let l = load2(k, x_, p, p.t + t, (q, r, tr), Some(&passes[t - BUFFERS]));
+            if t >= DBUFFERS {
+                let l = load2(k, x_, p, t, (q, r, tr), Some(&passes[t - DBUFFERS]));
                 loads.push(l);
             }
-            let buf = p.bufs[(p.t + t) % BUFFERS];
+            let buf = p.bufs[t % DBUFFERS];
             let mut deps: Vec<&Token> = vec![&loads[t], &vts[q as usize]];
             deps.extend(p.early.iter());
             let pt = k.after(&deps).pass(&Pass {
                 slice: sl,
                 w: Tile { addr: buf.addr, rows: tr, cols: kc, pitch: kc / 2, dt: Dt::Fp4E2m1 },
-                scales: Some(Tile { addr: p.dsc.addr + r * db + q * kc / 16, rows: tr, cols: kc / 16, pitch: db, dt: Dt::Fp8E4m3 }),
+                scales: Some(Tile { addr: p.dsc_all.addr + r * db + q * kc / 16, rows: tr, cols: kc / 16, pitch: db, dt: Dt::Fp8E4m3 }),
                 x: p.trf.sub((q % 2) * kc, kc),
                 acc: x_.acc2.sub(r, tr),
                 accumulate: q > 0,
