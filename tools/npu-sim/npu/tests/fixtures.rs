@@ -25,22 +25,24 @@ fn min_cycles(k: &str, p: &Profile) -> f64 {
     npu::refk::weight_bytes(k, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle
 }
 
-/// The fast fixture is correct for several seeds and near the weight-movement
-/// minimum. NOTE: the target is 1.10x; the current project_qkv fixture reaches
-/// ~1.19x (see README "Unfinished"), so the bound asserted here is 1.25x.
+/// project_qkv fast fixture: correct for several seeds (and at a small
+/// shape); model cycles (deterministic, no noise draw) within 1.10x of the
+/// weight-movement minimum (~1.088x default; 1.27x alt_a, 1.08x alt_b).
 #[test]
 fn fast_fixture_correct_and_near_minimum() {
     let p = Profile::default();
+    let small = Shape { hidden: 256, ..Shape::default() };
     for (k, f) in fast::__npu_kernels() {
-        for seed in [1u64, 2, 3] {
-            let r = exec(k, Shape::default(), &p, seed, true, true, &f);
-            assert!(r.trace.diags.is_empty(), "{}: {:?}", k, r.trace.diags);
-            assert!(r.verify.unwrap().passed, "{} seed {}", k, seed);
+        for (sh, seeds) in [(Shape::default(), vec![1u64, 2, 3]), (small, vec![4u64])] {
+            for seed in seeds {
+                let r = exec(k, sh, &p, seed, true, true, &f);
+                assert!(r.trace.diags.is_empty(), "{}: {:?}", k, r.trace.diags);
+                assert!(r.verify.unwrap().passed, "{} seed {}", k, seed);
+            }
         }
         let t = trace(k, Shape::default(), &p, &f);
-        let mut nz = Noise::new(7);
-        let ratio = t.dev_cycles * nz.factor(&p) / min_cycles(k, &p);
-        assert!(ratio <= 1.25, "{}: fixture / minimum = {}", k, ratio);
+        let ratio = t.dev_cycles / min_cycles(k, &p);
+        assert!(ratio <= 1.10, "{}: fixture / minimum = {}", k, ratio);
     }
 }
 
