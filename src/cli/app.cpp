@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "core/log.hpp"
 
@@ -15,20 +16,9 @@ namespace {
 constexpr const char* k_exit_codes_help =
     "Exit codes:\n"
     "  0  ok\n"
-    "  1  failure (a check failed, the toolchain or the database failed, not implemented yet)\n"
+    "  1  failure (a check failed, the toolchain or the database failed)\n"
     "  2  usage or configuration error (bad arguments, invalid campaign.yaml/target.yaml, unknown target)\n"
     "  3  interrupted (SIGINT/SIGTERM)\n";
-
-/// A subcommand whose feature arrives with a later issue.
-struct PlannedCommand {
-    CLI::App* app;
-    const char* planned;
-};
-
-int not_implemented(const std::string& name, const char* planned) {
-    std::cerr << fmt::format("npuopt: error: '{}' is not implemented yet (planned: {})\n", name, planned);
-    return k_exit_failure;
-}
 
 }  // namespace
 
@@ -84,53 +74,80 @@ int run_main(int argc, char** argv) {
     auto* status = app.add_subcommand("status", "Show what a campaign's database holds");
     status->add_option("dir", status_options.dir, "Campaign directory")->required();
 
-    std::vector<PlannedCommand> planned;
-    std::string ignored_text;
-    int ignored_number = 0;
-    bool ignored_flag = false;
+    std::string kb_out, tree_out, report_out, submit_out, demo_dir;
+    KbOptions kb_options;
+    std::vector<std::string> kb_words;
+    auto* kb = app.add_subcommand("kb", "Knowledge base of a campaign: build (docs + microbenchmarks + hardware model + "
+                                        "rules), search, show, export, refresh after a toolchain update, diff two versions");
+    kb->add_option("action", kb_options.action, "build | search | show | export | refresh | diff")
+        ->required()
+        ->check(CLI::IsMember({"build", "search", "show", "export", "refresh", "diff"}));
+    kb->add_option("args", kb_words, "search: QUERY words; diff: OLD NEW toolchain versions");
+    kb->add_option("--campaign", kb_options.campaign_dir, "Campaign directory")->required();
+    kb->add_option("--format", kb_options.format, "show/export/diff: md or json")
+        ->check(CLI::IsMember({"md", "json"}))
+        ->capture_default_str();
+    kb->add_option("--out", kb_out, "show/export/diff: write to this file instead of stdout");
+    kb->add_option("--limit", kb_options.limit, "search: number of hits")->check(CLI::Range(1, 1000))->capture_default_str();
+    kb->add_flag("--quick", kb_options.quick, "build: only the microbenchmarks the cost model needs most (faster)");
 
-    auto* kb = app.add_subcommand("kb", "Knowledge base: ingest docs, run microbenchmarks, fit the hardware model, "
-                                        "list rules, refresh after a toolchain update");
-    kb->add_option("action", ignored_text, "ingest | probe | fit | rules | show | refresh")
-        ->check(CLI::IsMember({"ingest", "probe", "fit", "rules", "show", "refresh"}));
-    kb->add_option("--campaign", ignored_text, "Campaign directory");
-    kb->add_option("--query", ignored_text, "Search the knowledge base (BM25)");
-    planned.push_back({kb, "issue 4"});
+    BenchOptions bench_options;
+    std::int64_t bench_device_runs = 0;
+    auto* bench = app.add_subcommand("bench", "Benchmarks that print npuopt's figure beside the one it is compared with: "
+                                              "kb (fitted vs true hardware values), acceptance (the judge vs naive "
+                                              "rules), search (npuopt vs random search and hill-climbing)");
+    bench->add_option("what", bench_options.what, "kb | acceptance | search")
+        ->required()
+        ->check(CLI::IsMember({"kb", "acceptance", "search"}));
+    auto* bench_device_runs_option =
+        bench->add_option("--device-runs", bench_device_runs, "search: device-run budget per strategy and kernel");
+    bench->add_option("args", bench_options.extra_args, "Further arguments for the benchmark program (after --)");
 
-    auto* bench = app.add_subcommand("bench", "Evaluate one design through the cascade and measure it");
-    bench->add_option("--campaign", ignored_text, "Campaign directory");
-    bench->add_option("--kernel", ignored_text, "Kernel name from kernels.yaml");
-    bench->add_option("--design", ignored_text, "Design source file (default: the kernel's baseline)");
-    bench->add_option("--seeds", ignored_number, "Number of seeded runs");
-    bench->add_option("--repeat", ignored_number, "Repeats per run");
-    planned.push_back({bench, "issues 3-6"});
+    RunOptions run_options;
+    double run_budget_minutes = 0.0;
+    std::int64_t run_device_runs = 0;
+    std::int64_t run_max_steps = 0;
+    auto* run = app.add_subcommand("run", "Run (or resume) a campaign's search until its budget is spent; live "
+                                          "progress on stderr; SIGINT/SIGTERM stop after the current step (exit 3)");
+    run->add_option("dir", run_options.dir, "Campaign directory")->required();
+    auto* run_budget_option =
+        run->add_option("--budget-minutes", run_budget_minutes, "Wall time for this run, in minutes (default: "
+                                                               "what is left of budgets.wall_time)");
+    auto* run_device_option =
+        run->add_option("--device-runs", run_device_runs, "Device runs for this run (default: what is left of "
+                                                          "budgets.device_runs)");
+    auto* run_steps_option = run->add_option("--max-steps", run_max_steps, "Stop after so many steps");
 
-    auto* run = app.add_subcommand("run", "Run (or resume) a campaign's search until its budget is spent");
-    run->add_option("dir", ignored_text, "Campaign directory");
-    run->add_option("--wall-time", ignored_text, "Override budgets.wall_time (e.g. 30m)");
-    run->add_option("--device-runs", ignored_number, "Override budgets.device_runs");
-    planned.push_back({run, "issue 6"});
+    TreeOptions tree_options;
+    auto* tree = app.add_subcommand("tree", "A kernel's design tree: show KERNEL (text) or export (JSON, DOT, SVG)");
+    tree->add_option("action", tree_options.action, "show | export")->required()->check(CLI::IsMember({"show", "export"}));
+    tree->add_option("kernel", tree_options.kernel, "Kernel name (show: required; export: default all)");
+    tree->add_option("--campaign", tree_options.campaign_dir, "Campaign directory")->required();
+    tree->add_option("--out", tree_out, "export: output directory (default trees/)");
+    tree->add_flag("--reasons", tree_options.reasons, "show: the reason under each design");
 
-    auto* tree = app.add_subcommand("tree", "Show a kernel's design tree");
-    tree->add_option("dir", ignored_text, "Campaign directory");
-    tree->add_option("--kernel", ignored_text, "Kernel name");
-    tree->add_option("--format", ignored_text, "text | dot | svg")->check(CLI::IsMember({"text", "dot", "svg"}));
-    planned.push_back({tree, "issue 6"});
+    ReportOptions report_options;
+    auto* report = app.add_subcommand("report", "Write the campaign's Markdown and HTML/SVG report");
+    report->add_option("dir", report_options.dir, "Campaign directory")->required();
+    report->add_option("--out", report_out, "Output directory (default DIR/report)");
 
-    auto* report = app.add_subcommand("report", "Write the campaign's HTML/SVG report");
-    report->add_option("dir", ignored_text, "Campaign directory");
-    report->add_option("--out", ignored_text, "Output file");
-    planned.push_back({report, "issue 6"});
+    SubmitCliOptions submit_options;
+    auto* submit = app.add_subcommand("submit", "Package the champions as a submission: sources, manifest.json, "
+                                                "replay.log (every champion re-verified now), and a .tar.gz");
+    submit->add_option("dir", submit_options.dir, "Campaign directory")->required();
+    submit->add_option("--out", submit_out, "Submission directory (default DIR/submission; must be new or empty)");
+    submit->add_option("--runs", submit_options.runs, "Seeded runs per champion and baseline")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
 
-    auto* submit = app.add_subcommand("submit", "Package the champions as a competition submission");
-    submit->add_option("dir", ignored_text, "Campaign directory");
-    submit->add_option("--out", ignored_text, "Output directory");
-    planned.push_back({submit, "issue 6"});
-
-    auto* demo = app.add_subcommand("demo", "A short end-to-end campaign on npu-sim in a scratch directory");
-    demo->add_option("--dir", ignored_text, "Where to put the demo campaign");
-    demo->add_flag("--quick", ignored_flag, "Smallest budget");
-    planned.push_back({demo, "issue 6"});
+    DemoOptions demo_options;
+    auto* demo = app.add_subcommand("demo", "npuopt's main job on npu-sim in one command: init, kb build, a budgeted "
+                                            "campaign and a submission; ends with the results table");
+    demo->add_option("dir", demo_dir, "Campaign directory to create (default: a new temporary directory)");
+    demo->add_option("--minutes", demo_options.minutes, "Campaign budget in minutes")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    demo->add_flag("--full-kb", demo_options.full_kb, "Run the whole microbenchmark suite (slower)");
 
     for (auto* subcommand : app.get_subcommands({})) subcommand->footer(k_exit_codes_help);
     doctor->footer(std::string("Exits 1 when a check fails, 2 when a configuration file is invalid.\n\n") +
@@ -157,10 +174,42 @@ int run_main(int argc, char** argv) {
             exit_code = run_doctor(global, doctor_options);
         } else if (status->parsed()) {
             exit_code = run_status(global, status_options);
-        } else {
-            for (const auto& command : planned) {
-                if (command.app->parsed()) exit_code = not_implemented(command.app->get_name(), command.planned);
+        } else if (kb->parsed()) {
+            if (!kb_out.empty()) kb_options.out = kb_out;
+            if (kb_options.action == "search") {
+                for (const auto& word : kb_words) kb_options.query += (kb_options.query.empty() ? "" : " ") + word;
+            } else if (kb_options.action == "diff") {
+                if (kb_words.size() != 2) {
+                    throw Error(ErrorKind::invalid_input, "kb diff: expected two toolchain versions: OLD NEW");
+                }
+                kb_options.old_version = kb_words[0];
+                kb_options.new_version = kb_words[1];
+            } else if (!kb_words.empty()) {
+                throw Error(ErrorKind::invalid_input,
+                            fmt::format("kb {}: unexpected argument '{}'", kb_options.action, kb_words.front()));
             }
+            exit_code = run_kb(global, kb_options);
+        } else if (bench->parsed()) {
+            if (bench_device_runs_option->count()) bench_options.device_runs = bench_device_runs;
+            bench_options.argv0 = argc > 0 ? argv[0] : "npuopt";
+            exit_code = run_bench(global, bench_options);
+        } else if (run->parsed()) {
+            if (run_budget_option->count()) run_options.budget_minutes = run_budget_minutes;
+            if (run_device_option->count()) run_options.device_runs = run_device_runs;
+            if (run_steps_option->count()) run_options.max_steps = run_max_steps;
+            exit_code = run_run(global, run_options);
+        } else if (tree->parsed()) {
+            if (!tree_out.empty()) tree_options.out = tree_out;
+            exit_code = run_tree(global, tree_options);
+        } else if (report->parsed()) {
+            if (!report_out.empty()) report_options.out = report_out;
+            exit_code = run_report(global, report_options);
+        } else if (submit->parsed()) {
+            if (!submit_out.empty()) submit_options.out = submit_out;
+            exit_code = run_submit(global, submit_options);
+        } else if (demo->parsed()) {
+            if (!demo_dir.empty()) demo_options.dir = demo_dir;
+            exit_code = run_demo(global, demo_options);
         }
         if (interrupted()) return k_exit_interrupted;
         return exit_code;

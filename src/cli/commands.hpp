@@ -3,7 +3,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace npuopt::cli {
 
@@ -34,11 +36,83 @@ struct StatusOptions {
     std::filesystem::path dir;
 };
 
+/// `npuopt kb ACTION --campaign DIR`: the knowledge base of a campaign.
+struct KbOptions {
+    std::string action;                     ///< build | search | show | export | refresh | diff
+    std::filesystem::path campaign_dir;
+    std::string query;                      ///< search
+    std::string format = "md";              ///< show/export: md | json
+    std::optional<std::filesystem::path> out;
+    std::string old_version;                ///< diff
+    std::string new_version;
+    bool quick = false;                     ///< build: the short microbenchmark subset
+    int limit = 10;                         ///< search
+};
+
+/// `npuopt run DIR`.
+struct RunOptions {
+    std::filesystem::path dir;
+    std::optional<double> budget_minutes;
+    std::optional<std::int64_t> device_runs;
+    std::optional<std::int64_t> max_steps;
+};
+
+/// `npuopt tree show KERNEL | export`.
+struct TreeOptions {
+    std::string action;                     ///< show | export
+    std::string kernel;
+    std::filesystem::path campaign_dir;
+    std::optional<std::filesystem::path> out;
+    bool reasons = false;
+};
+
+/// `npuopt submit DIR`.
+struct SubmitCliOptions {
+    std::filesystem::path dir;
+    std::optional<std::filesystem::path> out;
+    int runs = 7;
+};
+
+/// `npuopt report DIR`.
+struct ReportOptions {
+    std::filesystem::path dir;
+    std::optional<std::filesystem::path> out;
+};
+
+/// `npuopt bench kb|acceptance|search`.
+struct BenchOptions {
+    std::string what;
+    std::optional<std::int64_t> device_runs;
+    std::vector<std::string> extra_args;    ///< passed through to the benchmark program
+    std::string argv0;                      ///< how npuopt was started (finds programs beside it)
+};
+
+/// `npuopt demo [DIR]`.
+struct DemoOptions {
+    std::optional<std::filesystem::path> dir;
+    double minutes = 10.0;
+    bool full_kb = false;                   ///< the whole microbenchmark suite (slower)
+};
+
 /// `npuopt init DIR --target NAME`: a campaign directory with campaign.yaml and campaign.db.
 int run_init(const GlobalOptions& global, const InitOptions& options);
 /// `npuopt doctor`: checks target, toolchain, sandbox, database, disk; exit 1 when one fails.
 int run_doctor(const GlobalOptions& global, const DoctorOptions& options);
 /// `npuopt status DIR`: what the campaign database holds.
 int run_status(const GlobalOptions& global, const StatusOptions& options);
+/// `npuopt kb …`: build, search, show, export, refresh, diff.
+int run_kb(const GlobalOptions& global, const KbOptions& options);
+/// `npuopt run DIR`: run or resume the campaign; exit 3 when interrupted.
+int run_run(const GlobalOptions& global, const RunOptions& options);
+/// `npuopt tree show|export`.
+int run_tree(const GlobalOptions& global, const TreeOptions& options);
+/// `npuopt submit DIR`: the submission directory, tarball, manifest and replay log.
+int run_submit(const GlobalOptions& global, const SubmitCliOptions& options);
+/// `npuopt report DIR`: Markdown and HTML/SVG report.
+int run_report(const GlobalOptions& global, const ReportOptions& options);
+/// `npuopt bench …`: the benchmark programs.
+int run_bench(const GlobalOptions& global, const BenchOptions& options);
+/// `npuopt demo`: init, kb build, a budgeted campaign and a submission, ending in the results table.
+int run_demo(const GlobalOptions& global, const DemoOptions& options);
 
 }  // namespace npuopt::cli

@@ -1,0 +1,154 @@
+// `npuopt run DIR` (live progress on stderr; SIGINT/SIGTERM stop cleanly, exit 3) and
+// `npuopt tree show KERNEL | export --campaign DIR`.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "campaign/driver.hpp"
+#include "cli/campaign_output.hpp"
+#include "cli/commands.hpp"
+#include "config/campaign_config.hpp"
+#include "core/error.hpp"
+#include "report/workspace.hpp"
+#include "search/tree.hpp"
+#include "store/tree_store.hpp"
+
+namespace npuopt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string duration_text(double secs) {
+    if (secs < 0) secs = 0;
+    const auto total = static_cast<long long>(secs + 0.5);
+    if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+    return fmt::format("{}m{:02}s", total / 60, total % 60);
+}
+
+}  // namespace
+
+std::string progress_line(const campaign::Progress& progress) {
+    return fmt::format("[step {}] {} {}:{} {} | champion {} cyc | {:.3f}x | {:.0f}% of SOL | device runs {}/{} | "
+                       "ETA {}",
+                       progress.step, progress.kernel, progress.role, progress.design.substr(0, 32), progress.verdict,
+                       progress.champion_cycles ? fmt::format("{:.0f}", *progress.champion_cycles) : std::string("-"),
+                       progress.speedup, progress.sol_fraction * 100.0, progress.device_runs_used,
+                       progress.device_runs_budget, progress.eta_secs ? duration_text(*progress.eta_secs) : "-");
+}
+
+campaign::CampaignResult run_with_progress(report::Workspace& workspace, const RunOptions& options, bool json) {
+    report::RunOverrides overrides;
+    overrides.budget_minutes = options.budget_minutes;
+    overrides.device_runs = options.device_runs;
+    overrides.max_steps = options.max_steps;
+    const bool live = !json && ::isatty(STDERR_FILENO);
+    overrides.progress = [live](const campaign::Progress& progress) {
+        if (live) std::cerr << "\r\033[K" << progress_line(progress) << std::flush;
+        else std::cerr << progress_line(progress) << '\n';
+    };
+    auto result = report::run_workspace(workspace, overrides);
+    if (live) std::cerr << '\n';
+    return result;
+}
+
+std::string outcome_text(const campaign::CampaignResult& result) {
+    std::string text = fmt::format("stopped: {} ({} steps this run, {} device runs){}\n",
+                                   campaign::stop_reason_name(result.stop), result.steps_this_run,
+                                   result.device_runs_used, result.message.empty() ? "" : " — " + result.message);
+    for (const auto& kernel : result.kernels) {
+        double speedup = kernel.baseline_cycles && kernel.champion_cycles && *kernel.champion_cycles > 0
+                             ? *kernel.baseline_cycles / *kernel.champion_cycles
+                             : 0.0;
+        text += fmt::format("  {:<20} {:<9} baseline {} champion {} ({:.3f}x) {} designs{}\n", kernel.kernel,
+                            kernel.status,
+                            kernel.baseline_cycles ? fmt::format("{:.0f}", *kernel.baseline_cycles) : "-",
+                            kernel.champion_cycles ? fmt::format("{:.0f}", *kernel.champion_cycles) : "-", speedup,
+                            kernel.designs, kernel.reason.empty() ? "" : " — " + kernel.reason);
+    }
+    return text;
+}
+
+int run_run(const GlobalOptions& global, const RunOptions& options) {
+    if (options.budget_minutes && *options.budget_minutes <= 0) {
+        throw Error(ErrorKind::invalid_input, "run: --budget-minutes must be positive");
+    }
+    if (options.device_runs && *options.device_runs <= 0) {
+        throw Error(ErrorKind::invalid_input, "run: --device-runs must be positive");
+    }
+    auto workspace = report::open_workspace(options.dir, global.knowledge_dir);
+    auto result = run_with_progress(workspace, options, global.json);
+    if (global.json) {
+        nlohmann::json kernels = nlohmann::json::array();
+        for (const auto& kernel : result.kernels) {
+            kernels.push_back({{"kernel", kernel.kernel},
+                               {"status", kernel.status},
+                               {"reason", kernel.reason},
+                               {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nullptr},
+                               {"champion_cycles", kernel.champion_cycles ? nlohmann::json(*kernel.champion_cycles) : nullptr},
+                               {"champion", kernel.champion},
+                               {"designs", kernel.designs}});
+        }
+        std::cout << nlohmann::json{{"stop", campaign::stop_reason_name(result.stop)},
+                                    {"message", result.message},
+                                    {"steps_this_run", result.steps_this_run},
+                                    {"device_runs_used", result.device_runs_used},
+                                    {"kernels", kernels}}
+                         .dump(2)
+                  << '\n';
+    } else {
+        std::cout << outcome_text(result);
+    }
+    if (result.stop == campaign::StopReason::interrupted) return k_exit_interrupted;
+    if (result.stop == campaign::StopReason::all_failed) return k_exit_failure;
+    return k_exit_ok;
+}
+
+int run_tree(const GlobalOptions& global, const TreeOptions& options) {
+    if (options.action == "show" && options.kernel.empty()) {
+        throw Error(ErrorKind::invalid_input, "tree show: a KERNEL is required (`npuopt tree show KERNEL --campaign DIR`)");
+    }
+    fs::path db_file = options.campaign_dir / config::k_campaign_db_name;
+    if (!fs::is_regular_file(db_file)) {
+        throw Error(ErrorKind::invalid_input, fmt::format("{} is not a campaign directory (no {})",
+                                                          options.campaign_dir.string(), config::k_campaign_db_name));
+    }
+    store::Database::Options open_options;
+    open_options.create = false;
+    auto store = store::CampaignStore::open(db_file, open_options);
+    if (options.action == "show") {
+        store::TreeStore trees(store.database());
+        auto kernels = trees.list_kernels();
+        if (std::find(kernels.begin(), kernels.end(), options.kernel) == kernels.end()) {
+            throw Error(ErrorKind::invalid_input,
+                        fmt::format("kernel '{}' has no design tree in {} (kernels with a tree: {})", options.kernel,
+                                    options.campaign_dir.string(),
+                                    kernels.empty() ? std::string("none yet") : fmt::format("{}", fmt::join(kernels, ", "))));
+        }
+        auto tree = search::load_tree(store, options.kernel);
+        if (global.json) std::cout << search::tree_json(tree).dump(2) << '\n';
+        else std::cout << search::render_tree_text(tree, options.reasons);
+        return k_exit_ok;
+    }
+    fs::path out_dir = options.out.value_or(fs::path("trees"));
+    std::vector<std::string> kernels;
+    if (!options.kernel.empty()) kernels.push_back(options.kernel);
+    auto exported = search::export_trees(store, out_dir, kernels);
+    if (global.json) {
+        nlohmann::json files = nlohmann::json::array();
+        for (const auto& file : exported.files) files.push_back(file.string());
+        std::cout << nlohmann::json{{"files", files}, {"svg_note", exported.svg_note}}.dump(2) << '\n';
+    } else {
+        for (const auto& file : exported.files) std::cout << "wrote " << file.string() << '\n';
+        if (exported.files.empty()) std::cout << "no design trees yet (run the campaign first)\n";
+        if (!exported.svg_note.empty()) std::cout << "no SVG: " << exported.svg_note << '\n';
+    }
+    return k_exit_ok;
+}
+
+}  // namespace npuopt::cli

@@ -1,0 +1,65 @@
+// `npuopt submit DIR [--out SUBMISSION_DIR]` and `npuopt report DIR [--out DIR]`.
+
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "config/campaign_config.hpp"
+#include "core/error.hpp"
+#include "report/report.hpp"
+#include "report/submission.hpp"
+#include "report/workspace.hpp"
+
+namespace npuopt::cli {
+
+namespace fs = std::filesystem;
+
+int run_submit(const GlobalOptions& global, const SubmitCliOptions& options) {
+    if (options.runs < 1) throw Error(ErrorKind::invalid_input, "submit: --runs must be at least 1");
+    auto workspace = report::open_workspace(options.dir, global.knowledge_dir);
+    report::SubmitOptions submit_options;
+    submit_options.out_dir = options.out.value_or(workspace.dir / "submission");
+    submit_options.runs = options.runs;
+    if (!global.json) submit_options.on_progress = [](const std::string& line) { std::cerr << line << '\n'; };
+    auto submission = report::build_submission(workspace, submit_options);
+    if (global.json) {
+        nlohmann::json out = submission.manifest;
+        out["dir"] = submission.dir.string();
+        out["tarball"] = submission.tarball.string();
+        std::cout << out.dump(2) << '\n';
+    } else {
+        std::cout << report::render_results_table(submission.kernels)
+                  << fmt::format("submission: {}\ntarball:    {}\n", submission.dir.string(), submission.tarball.string());
+    }
+    return k_exit_ok;
+}
+
+int run_report(const GlobalOptions& global, const ReportOptions& options) {
+    fs::path db_file = options.dir / config::k_campaign_db_name;
+    if (!fs::is_regular_file(db_file)) {
+        throw Error(ErrorKind::invalid_input, fmt::format("{} is not a campaign directory (no {})", options.dir.string(),
+                                                          config::k_campaign_db_name));
+    }
+    store::Database::Options open_options;
+    open_options.create = false;
+    auto store = store::CampaignStore::open(db_file, open_options);
+    auto files = report::write_report(store, options.out.value_or(options.dir / "report"));
+    if (global.json) {
+        nlohmann::json trees = nlohmann::json::array();
+        for (const auto& file : files.trees) trees.push_back(file.string());
+        std::cout << nlohmann::json{{"markdown", files.markdown.string()},
+                                    {"html", files.html.string()},
+                                    {"trees", trees},
+                                    {"svg_note", files.svg_note}}
+                         .dump(2)
+                  << '\n';
+    } else {
+        std::cout << fmt::format("wrote {}\nwrote {}\n", files.markdown.string(), files.html.string());
+        if (!files.svg_note.empty()) std::cout << "no tree pictures: " << files.svg_note << '\n';
+    }
+    return k_exit_ok;
+}
+
+}  // namespace npuopt::cli

@@ -1,0 +1,74 @@
+#pragma once
+// A campaign directory opened for the commands above the campaign loop: its config, target,
+// kernels, store and sandboxed toolchain (with the compile cache bound writable), plus the
+// knowledge-base build and the campaign run with budget overrides the CLI asks for.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "campaign/driver.hpp"
+#include "config/campaign_config.hpp"
+#include "config/target_config.hpp"
+#include "knowledge/hardware_model.hpp"
+#include "knowledge/refresh.hpp"
+#include "proc/subprocess.hpp"
+#include "store/campaign_store.hpp"
+#include "target/toolchain.hpp"
+
+namespace npuopt::report {
+
+/// Everything a command needs from one campaign directory.
+struct Workspace {
+    std::filesystem::path dir;
+    config::CampaignConfig campaign;
+    config::TargetConfig target;
+    config::KernelsConfig kernels;
+    std::unique_ptr<store::CampaignStore> store;
+    proc::SandboxPolicy sandbox;
+    proc::Limits limits;
+    std::filesystem::path cache_dir;  ///< the toolchain's compile cache (bound writable)
+    std::unique_ptr<target::Toolchain> toolchain;
+
+    /// The toolchain's version ("" with `why` filled when it cannot be read).
+    std::string toolchain_version(std::string* why = nullptr) const;
+    /// The fitted hardware model of the current toolchain version, when one was recorded.
+    std::optional<knowledge::HardwareModel> hardware_model();
+    /// eval::KernelContext-ready setups of the campaign's kernels (templates, min bytes).
+    std::vector<campaign::KernelSetup> kernel_setups() const;
+};
+
+/// Open `dir` (campaign.yaml + campaign.db). Error(invalid_input) when it is not a campaign.
+Workspace open_workspace(const std::filesystem::path& dir, const std::optional<std::filesystem::path>& knowledge_dir);
+
+/// Expand `{campaign_dir}` and `${VAR}` in a cache-dir setting; empty → <campaign>/toolchain-cache.
+std::filesystem::path resolve_cache_dir(const std::string& setting, const std::filesystem::path& campaign_dir);
+
+/// How `build_knowledge` runs the microbenchmarks.
+struct KbBuildOptions {
+    bool quick = false;  ///< a subset of the suite (the probes the campaign's cost model needs most)
+    bool force = true;   ///< rebuild even when the toolchain version did not change
+    int parallel = 2;
+    std::function<void(const std::string& line)> on_progress;
+};
+
+/// Ingest docs, run the microbenchmarks, fit and record the hardware model, re-validate rules:
+/// a knowledge::refresh with the microbenchmarks as its remeasure hook.
+knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOptions& options);
+
+/// What `npuopt run` overrides of campaign.yaml.
+struct RunOverrides {
+    std::optional<double> budget_minutes;     ///< more wall time, from now
+    std::optional<std::int64_t> device_runs;  ///< more device runs, from now
+    std::optional<std::int64_t> max_steps;
+    std::function<void(const campaign::Progress&)> progress;
+};
+
+/// Run or resume the campaign (the driver with the workspace's toolchain and cascade).
+campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides);
+
+}  // namespace npuopt::report
