@@ -2,7 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -98,14 +100,122 @@ TEST_CASE("wrong usage exits 2 with a message") {
     }
 }
 
-TEST_CASE("subcommands of later issues say so and exit 1") {
-    for (auto [args, planned] : {std::pair{"kb", "issue 4"}, std::pair{"bench", "issues 3-6"}, std::pair{"run", "issue 6"},
-                                 std::pair{"tree", "issue 6"}, std::pair{"report", "issue 6"},
-                                 std::pair{"submit", "issue 6"}, std::pair{"demo", "issue 6"}}) {
+TEST_CASE("wired subcommands reject wrong usage with exit 2") {
+    for (const char* args : {"kb", "kb build", "kb frobnicate --campaign x", "kb show --campaign x --format yaml",
+                             "bench", "bench nope", "run", "run x --budget-minutes abc", "tree", "tree show",
+                             "tree grow --campaign x", "submit", "report", "demo --minutes 0", "demo --minutes -1",
+                             "submit x --runs 0"}) {
         CAPTURE(args);
         auto outcome = npuopt(args);
-        CHECK(outcome.exit_code == 1);
-        CHECK(outcome.has(std::string("npuopt: error: '") + args + "' is not implemented yet (planned: " + planned + ")"));
+        CHECK(outcome.exit_code == 2);
+        CHECK(outcome.has("npuopt: error:"));
+    }
+}
+
+TEST_CASE("wired subcommands on a directory that is not a campaign exit 2 and name it") {
+    ScratchDir scratch;
+    std::string missing = scratch / "no-campaign";
+    for (const std::string& args : {"run '" + missing + "'", "kb show --campaign '" + missing + "'",
+                                    "tree show k --campaign '" + missing + "'", "tree export --campaign '" + missing + "'",
+                                    "submit '" + missing + "'", "report '" + missing + "'"}) {
+        CAPTURE(args);
+        auto outcome = npuopt(args);
+        CHECK(outcome.exit_code == 2);
+        CHECK(outcome.has("is not a campaign directory"));
+        CHECK(outcome.has(missing));
+    }
+    CHECK(!fs::exists(missing));
+}
+
+TEST_CASE("report and tree export of a fresh campaign write their files") {
+    ScratchDir scratch;
+    std::string dir = scratch / "campaign";
+    REQUIRE(npuopt("init '" + dir + "' --target npu-sim").exit_code == 0);
+    auto report = npuopt("report '" + dir + "' --out '" + (scratch / "report") + "'");
+    CHECK(report.exit_code == 0);
+    CHECK(fs::exists(scratch.path / "report" / "report.md"));
+    CHECK(fs::exists(scratch.path / "report" / "report.html"));
+    CHECK(read_file(scratch.path / "report" / "report.html").find("<html>") != std::string::npos);
+
+    auto exported = npuopt("tree export --campaign '" + dir + "' --out '" + (scratch / "trees") + "'");
+    CHECK(exported.exit_code == 0);
+    CHECK(exported.has("no design trees yet"));
+
+    auto show = npuopt("tree show no_such_kernel --campaign '" + dir + "'");
+    CHECK(show.exit_code == 2);
+    CHECK(show.has("kernel 'no_such_kernel' has no design tree"));
+}
+
+TEST_CASE("kb and submit with a missing toolchain explain it") {
+    ScratchDir scratch;
+    std::string dir = scratch / "campaign";
+    REQUIRE(npuopt("init '" + dir + "' --target npu-sim").exit_code == 0);
+    replace_in_file(fs::path(dir) / "campaign.yaml", "  bin: \"\"", "  bin: /nonexistent/npuopt-test/npuc");
+
+    auto build = npuopt("kb build --campaign '" + dir + "'");
+    CHECK(build.exit_code == 1);
+    CHECK(build.has("npuopt: error:"));
+
+    auto search = npuopt("kb search DMA packet --campaign '" + dir + "'");
+    CHECK(search.exit_code == 0);
+    CHECK(search.has("knowledge base not refreshed"));
+
+    auto diff_usage = npuopt("kb diff 1.0.0 --campaign '" + dir + "'");
+    CHECK(diff_usage.exit_code == 2);
+
+    auto submit = npuopt("submit '" + dir + "' --out '" + (scratch / "submission") + "'");
+    CHECK(submit.exit_code == 1);
+    CHECK(submit.has("toolchain"));
+}
+
+TEST_CASE("submit of a campaign without champions exits 2 and says why") {
+    ScratchDir scratch;
+    std::string dir = scratch / "campaign";
+    REQUIRE(npuopt("init '" + dir + "' --target npu-sim").exit_code == 0);
+    std::string fake = std::string(NPUOPT_TEST_DATA_DIR) + "/fake-toolchain/fake-npuc";
+    replace_in_file(fs::path(dir) / "campaign.yaml", "  bin: \"\"", "  bin: " + fake);
+    auto submit = npuopt("submit '" + dir + "' --out '" + (scratch / "submission") + "'");
+    CHECK(submit.exit_code == 2);
+    CHECK(submit.has("no kernel has a champion"));
+}
+
+TEST_CASE("bench names the benchmark it cannot find or runs it") {
+    auto outcome = npuopt("bench search --device-runs 0");
+    CHECK(outcome.exit_code == 2);
+    auto misplaced = npuopt("bench kb --device-runs 5");
+    CHECK(misplaced.exit_code == 2);
+    CHECK(misplaced.has("--device-runs is for `bench search`"));
+}
+
+TEST_CASE("run on the fake toolchain stops cleanly with exit 3 on SIGINT") {
+    ScratchDir scratch;
+    std::string dir = scratch / "campaign";
+    REQUIRE(npuopt("init '" + dir + "' --target npu-sim").exit_code == 0);
+    std::string fake = std::string(NPUOPT_TEST_DATA_DIR) + "/fake-toolchain/fake-npuc";
+    replace_in_file(fs::path(dir) / "campaign.yaml", "  bin: \"\"", "  bin: " + fake);
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        std::string log = scratch / "run.log";
+        FILE* out = freopen(log.c_str(), "w", stdout);
+        FILE* err = freopen(log.c_str(), "a", stderr);
+        (void)out;
+        (void)err;
+        ::setenv("FAKE_MODE", "ok", 1);
+        execl(NPUOPT_BINARY, "npuopt", "run", dir.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    ::usleep(1500 * 1000);
+    int status = 0;
+    pid_t early = waitpid(child, &status, WNOHANG);
+    if (early == 0) {
+        ::kill(child, SIGINT);
+        REQUIRE(waitpid(child, &status, 0) == child);
+        REQUIRE(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 3);
+    } else {
+        MESSAGE("the run ended before the signal: " << read_file(scratch.path / "run.log"));
+        CHECK(WIFEXITED(status));
     }
 }
 
