@@ -7,112 +7,17 @@
 
 namespace npuopt::store {
 
-// One FTS5 table for every kind, so that bm25() scores of sections, summaries, rules and facts
-// come from one corpus and can be ranked together. Triggers keep it in step with its sources,
-// whoever writes them (knowledge_entries belongs to the microbenchmark/hardware-model code).
-const std::string_view k_knowledge_schema_sql = R"sql(
-CREATE TABLE IF NOT EXISTS doc_sections (
-    id                   INTEGER PRIMARY KEY,
-    target               TEXT NOT NULL,
-    doc_set              TEXT NOT NULL DEFAULT '',
-    source_path          TEXT NOT NULL,
-    heading_path         TEXT NOT NULL,
-    ordinal              INTEGER NOT NULL DEFAULT 0,
-    text                 TEXT NOT NULL,
-    content_hash         TEXT NOT NULL,
-    toolchain_version_id INTEGER REFERENCES toolchain_versions (id),
-    stale                INTEGER NOT NULL DEFAULT 0,
-    created_at           TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS doc_sections_by_version ON doc_sections (target, toolchain_version_id);
-CREATE TABLE IF NOT EXISTS doc_summaries (
-    id             INTEGER PRIMARY KEY,
-    section_id     INTEGER NOT NULL REFERENCES doc_sections (id),
-    summarizer     TEXT NOT NULL,
-    text           TEXT NOT NULL,
-    claims         TEXT NOT NULL DEFAULT '[]',
-    claims_dropped INTEGER NOT NULL DEFAULT 0,
-    stale          INTEGER NOT NULL DEFAULT 0,
-    created_at     TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS doc_summaries_by_section ON doc_summaries (section_id);
-CREATE TABLE IF NOT EXISTS summary_check_failures (
-    id         INTEGER PRIMARY KEY,
-    summary_id INTEGER NOT NULL REFERENCES doc_summaries (id),
-    claim      TEXT NOT NULL,
-    reasons    TEXT NOT NULL DEFAULT '[]'
-);
-CREATE TABLE IF NOT EXISTS rule_facets (
-    rule_id        INTEGER PRIMARY KEY REFERENCES rules (id),
-    kind           TEXT NOT NULL,
-    features       TEXT NOT NULL DEFAULT '{}',
-    signature      TEXT NOT NULL,
-    origin         TEXT NOT NULL DEFAULT 'check',
-    evidence_count INTEGER NOT NULL DEFAULT 0,
-    counter_count  INTEGER NOT NULL DEFAULT 0,
-    retired_in     TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS rule_facets_by_signature ON rule_facets (signature);
-CREATE TABLE IF NOT EXISTS rule_evidence (
-    id                INTEGER PRIMARY KEY,
-    rule_id           INTEGER NOT NULL REFERENCES rules (id),
-    design_hash       TEXT NOT NULL,
-    source_path       TEXT NOT NULL DEFAULT '',
-    outcome           TEXT NOT NULL,
-    toolchain_version TEXT NOT NULL,
-    quantities        TEXT NOT NULL DEFAULT '{}',
-    message           TEXT NOT NULL DEFAULT '',
-    created_at        TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS rule_evidence_by_rule ON rule_evidence (rule_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5 (
-    title, body, kind UNINDEXED, ref_id UNINDEXED, target UNINDEXED, tokenize = "porter unicode61 tokenchars '_'"
-);
-CREATE TRIGGER IF NOT EXISTS doc_sections_fts_insert AFTER INSERT ON doc_sections BEGIN
-    INSERT INTO kb_fts (title, body, kind, ref_id, target) VALUES (new.heading_path, new.text, 'section', new.id, new.target);
-END;
-CREATE TRIGGER IF NOT EXISTS doc_summaries_fts_insert AFTER INSERT ON doc_summaries BEGIN
-    INSERT INTO kb_fts (title, body, kind, ref_id, target)
-    SELECT heading_path, new.text, 'summary', new.id, target FROM doc_sections WHERE id = new.section_id;
-END;
-CREATE TRIGGER IF NOT EXISTS rules_fts_insert AFTER INSERT ON rules BEGIN
-    INSERT INTO kb_fts (title, body, kind, ref_id, target)
-    VALUES (trim(new.code || ' ' || new.quantity), new.statement, 'rule', new.id, new.target);
-END;
-CREATE TRIGGER IF NOT EXISTS rules_fts_update AFTER UPDATE OF code, quantity, statement ON rules BEGIN
-    DELETE FROM kb_fts WHERE kind = 'rule' AND ref_id = old.id;
-    INSERT INTO kb_fts (title, body, kind, ref_id, target)
-    VALUES (trim(new.code || ' ' || new.quantity), new.statement, 'rule', new.id, new.target);
-END;
-CREATE TRIGGER IF NOT EXISTS knowledge_entries_fts_insert AFTER INSERT ON knowledge_entries BEGIN
-    INSERT INTO kb_fts (title, body, kind, ref_id, target)
-    VALUES (new.kind || ' ' || new.key, new.text || coalesce(' = ' || new.value, ''), 'fact', new.id, new.target);
-END;
-CREATE TRIGGER IF NOT EXISTS knowledge_entries_fts_update AFTER UPDATE OF kind, key, text, value ON knowledge_entries BEGIN
-    DELETE FROM kb_fts WHERE kind = 'fact' AND ref_id = old.id;
-    INSERT INTO kb_fts (title, body, kind, ref_id, target)
-    VALUES (new.kind || ' ' || new.key, new.text || coalesce(' = ' || new.value, ''), 'fact', new.id, new.target);
-END;
-CREATE TRIGGER IF NOT EXISTS knowledge_entries_fts_delete AFTER DELETE ON knowledge_entries BEGIN
-    DELETE FROM kb_fts WHERE kind = 'fact' AND ref_id = old.id;
-END;
-INSERT INTO kb_fts (title, body, kind, ref_id, target)
-SELECT kind || ' ' || key, text || coalesce(' = ' || value, ''), 'fact', id, target FROM knowledge_entries
-WHERE id NOT IN (SELECT ref_id FROM kb_fts WHERE kind = 'fact');
-)sql";
+
 
 void ensure_knowledge_schema(Database& database) {
-    auto rows = database.query("SELECT count(*) FROM sqlite_master WHERE name IN ('rules', 'knowledge_entries')");
-    if (as_int(rows.at(0).at(0)) != 2) {
-        throw Error(ErrorKind::store, fmt::format("database {} has no rules/knowledge_entries tables (schema version {}; "
-                                                  "the knowledge base needs version 2 or later)",
-                                                  database.file().string(), database.schema_version()));
-    }
     auto present = database.query("SELECT count(*) FROM sqlite_master WHERE name = 'kb_fts'");
     if (as_int(present.at(0).at(0)) == 1) return;
-    Transaction transaction(database);
-    database.execute_script(k_knowledge_schema_sql);
-    transaction.commit();
+    database.migrate();  // a database opened without migrating: bring it to the current schema
+    present = database.query("SELECT count(*) FROM sqlite_master WHERE name = 'kb_fts'");
+    if (as_int(present.at(0).at(0)) != 1) {
+        throw Error(ErrorKind::store, fmt::format("database {} has no knowledge tables (schema version {})",
+                                                  database.file().string(), database.schema_version()));
+    }
 }
 
 namespace {

@@ -14,10 +14,8 @@
 
 namespace npuopt::store {
 
-/// The knowledge tables, idempotent (IF NOT EXISTS), also the body of their migration step.
-extern const std::string_view k_knowledge_schema_sql;
-
-/// Create the knowledge tables when missing (a no-op once the migration step has run).
+/// Check that the knowledge tables (migration step 4) exist, migrating a database opened without
+/// migrations; Error(store) when they cannot be had.
 void ensure_knowledge_schema(Database& database);
 
 /// One section of a doc page: heading path + text (Markdown, code blocks kept).
