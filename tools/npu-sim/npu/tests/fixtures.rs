@@ -46,23 +46,27 @@ fn fast_fixture_correct_and_near_minimum() {
     }
 }
 
-/// attention_output fast fixture: correct for several seeds; model cycles
-/// (deterministic, no noise draw) vs the weight-movement minimum. NOTE: the
-/// target is 1.10x; with DMA descriptor prefetch this fixture reaches ~1.144x
-/// (first startup ~500, the weight stream ends ~200 late, then the last pass
-/// and the RMSNorm exchange/finish/write add ~900), so the bound asserted is 1.16x.
+/// attention_output fast fixture: correct for several seeds (and at a small
+/// shape); model cycles (deterministic, no noise draw) vs the weight-movement
+/// minimum. NOTE: the target is 1.10x; this fixture reaches ~1.119x (HBM-slot
+/// RMSNorm exchange; first startup ~500 and attn loads ~60 before/within the
+/// stream, then the last pass ~320 and ~9 serial vector ops + 3 small DMAs
+/// ~450 after it), so the bound asserted is 1.13x.
 #[test]
 fn attention_output_fast_fixture_correct_and_near_minimum() {
     let p = Profile::default();
     let f = ao_fast::__npu_kernels()[0].1;
-    for seed in [1u64, 2, 3] {
-        let r = exec("attention_output", Shape::default(), &p, seed, true, true, &f);
-        assert!(r.trace.diags.is_empty(), "{:?}", r.trace.diags);
-        assert!(r.verify.unwrap().passed, "attention_output seed {}", seed);
+    let small = Shape { hidden: 256, ..Shape::default() };
+    for (sh, seeds) in [(Shape::default(), vec![1u64, 2, 3]), (small, vec![4u64])] {
+        for seed in seeds {
+            let r = exec("attention_output", sh, &p, seed, true, true, &f);
+            assert!(r.trace.diags.is_empty(), "{:?}", r.trace.diags);
+            assert!(r.verify.unwrap().passed, "attention_output seed {}", seed);
+        }
     }
     let t = trace("attention_output", Shape::default(), &p, &f);
     let ratio = t.dev_cycles / min_cycles("attention_output", &p);
-    assert!(ratio <= 1.16, "attention_output: fixture / minimum = {}", ratio);
+    assert!(ratio <= 1.13, "attention_output: fixture / minimum = {}", ratio);
 }
 
 /// feedforward fast fixture: correct for several seeds (and at a small
