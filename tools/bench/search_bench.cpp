@@ -1,0 +1,300 @@
+// `bench search`: npuopt's campaign against two naive searches on the same device-run budget, on
+// npu-sim, over the same templates and toolchain:
+//
+//   npuopt   the campaign driver with its heuristic roles and the cascade (race-based acceptance)
+//   random   a role that samples a random template and random parameter values; single-run acceptance
+//   hill     greedy hill-climbing: one parameter of the champion moved to a neighbouring value;
+//            single-run acceptance (one launch of the candidate beats the champion's median)
+//
+// Every champion is then re-measured the same way (median of 7 seeded runs, each correct) and
+// printed per kernel: baseline cycles, champion cycles, speedup, champion / weight-movement
+// minimum, and the geomean speedup, side by side.
+//
+//   npuopt_bench_search [--json] [--device-runs N] [--knowledge-dir DIR] [--work DIR] [--quick-kb]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "campaign/driver.hpp"
+#include "campaign/evaluator.hpp"
+#include "config/campaign_config.hpp"
+#include "config/target_loader.hpp"
+#include "core/error.hpp"
+#include "eval/cascade.hpp"
+#include "report/submission.hpp"
+#include "report/workspace.hpp"
+#include "search/roles.hpp"
+#include "store/campaign_store.hpp"
+
+namespace fs = std::filesystem;
+using namespace npuopt;
+
+namespace {
+
+/// Random search: a random non-baseline template, each parameter a random value of its domain.
+class RandomRole final : public search::Role {
+public:
+    std::string name() const override { return "random"; }
+    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
+        std::mt19937_64 random(context.seed);
+        std::vector<std::shared_ptr<search::Template>> families;
+        for (const auto& family : context.templates) {
+            if (!family->is_baseline()) families.push_back(family);
+        }
+        std::vector<search::Proposal> proposals;
+        if (families.empty()) return proposals;
+        for (int attempt = 0; attempt < 64 && proposals.empty(); ++attempt) {
+            const auto& family = families[random() % families.size()];
+            search::Assignment assignment;
+            for (const auto& param : family->params()) {
+                assignment[param.name] = param.values.empty() ? param.default_value
+                                                              : param.values[random() % param.values.size()];
+            }
+            if (family->check_constraints(assignment)) continue;
+            auto design = family->instantiate(assignment);
+            if (context.is_known && context.is_known(design.content_hash)) continue;
+            proposals.push_back({design, "random", "sample " + family->name(), "uniform random sample", std::nullopt});
+        }
+        return proposals;
+    }
+};
+
+/// Greedy hill-climbing: move one parameter of the champion to a neighbouring value of its domain.
+class HillClimbRole final : public search::Role {
+public:
+    std::string name() const override { return "hill"; }
+    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
+        std::mt19937_64 random(context.seed);
+        std::vector<search::Proposal> proposals;
+        std::shared_ptr<search::Template> family;
+        search::Assignment start;
+        if (context.champion && !context.champion->is_baseline) {
+            for (const auto& candidate : context.templates) {
+                if (candidate->name() == context.champion->template_name) family = candidate;
+            }
+            start = context.champion->params;
+        }
+        if (!family) {  // from the baseline: a random family's default point
+            std::vector<std::shared_ptr<search::Template>> families;
+            for (const auto& candidate : context.templates) {
+                if (!candidate->is_baseline()) families.push_back(candidate);
+            }
+            if (families.empty()) return proposals;
+            family = families[random() % families.size()];
+            start = family->default_assignment();
+            if (!family->check_constraints(start)) {
+                auto design = family->instantiate(start);
+                if (!context.is_known || !context.is_known(design.content_hash)) {
+                    proposals.push_back({design, "hill", "start " + family->name(), "default point", std::nullopt});
+                    return proposals;
+                }
+            }
+        }
+        std::vector<search::Assignment> neighbours;
+        for (const auto& param : family->params()) {
+            for (std::size_t value_idx = 0; value_idx < param.values.size(); ++value_idx) {
+                if (param.values[value_idx] != start[param.name]) continue;
+                for (int step : {-1, 1}) {
+                    auto next = static_cast<long>(value_idx) + step;
+                    if (next < 0 || next >= static_cast<long>(param.values.size())) continue;
+                    auto moved = start;
+                    moved[param.name] = param.values[static_cast<std::size_t>(next)];
+                    neighbours.push_back(moved);
+                }
+            }
+        }
+        std::shuffle(neighbours.begin(), neighbours.end(), random);
+        for (const auto& assignment : neighbours) {
+            if (family->check_constraints(assignment)) continue;
+            auto design = family->instantiate(assignment);
+            if (context.is_known && context.is_known(design.content_hash)) continue;
+            proposals.push_back({design, "hill", "neighbour", "one parameter one step", std::nullopt});
+            break;
+        }
+        return proposals;
+    }
+};
+
+/// Single-run acceptance: one correct launch of the candidate faster than the champion's median.
+class SingleRunEvaluator final : public campaign::Evaluator {
+public:
+    SingleRunEvaluator(eval::Cascade& cascade, campaign::Evaluator& inner) : m_cascade(&cascade), m_inner(&inner) {}
+    eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
+                           const eval::KernelContext& kernel) override {
+        if (!champion) return m_inner->evaluate(candidate, champion, kernel);  // the baseline, as npuopt does
+        auto measured = m_cascade->measure(candidate, kernel, 1, m_seed++);
+        eval::Outcome outcome;
+        outcome.device_runs = 1;
+        outcome.correct = measured.all_passed;
+        outcome.cycles_median = measured.cycles_median;
+        outcome.champion_cycles_median = champion->cycles_median;
+        if (measured.all_passed && measured.cycles_median && *measured.cycles_median > 0) {
+            outcome.speedup = champion->cycles_median / *measured.cycles_median;
+            outcome.accepted = *measured.cycles_median < champion->cycles_median;
+        }
+        outcome.final_reason = outcome.accepted ? "one run faster than the champion" : measured.reason.empty() ? "one run not faster" : measured.reason;
+        return outcome;
+    }
+    eval::Outcome revalidate(const eval::Champion&, const eval::Champion&, const eval::KernelContext&) override {
+        eval::Outcome outcome;
+        outcome.accepted = true;  // naive searches never doubt their champion
+        outcome.final_reason = "not re-validated (naive search)";
+        return outcome;
+    }
+    double speed_of_light_cycles(const eval::KernelContext& kernel) override { return m_inner->speed_of_light_cycles(kernel); }
+    std::string toolchain_version(std::string* why) override { return m_inner->toolchain_version(why); }
+
+private:
+    eval::Cascade* m_cascade;
+    campaign::Evaluator* m_inner;
+    std::uint64_t m_seed = 900000;
+};
+
+void init_campaign(const fs::path& dir, const config::TargetConfig& target, const config::KernelsConfig& kernels) {
+    fs::create_directories(dir);
+    std::vector<std::string> names;
+    for (const auto& kernel : kernels.kernels) names.push_back(kernel.name);
+    {
+        std::ofstream out(dir / std::string(config::k_campaign_file_name));
+        out << config::campaign_yaml_template(target.name, names, 1);
+    }
+    auto store = store::CampaignStore::open(dir / std::string(config::k_campaign_db_name));
+    store.set_meta("target", target.name);
+}
+
+struct StrategyResult {
+    std::string name;
+    std::vector<report::KernelResult> kernels;
+    double geomean = 0.0;
+    std::int64_t device_runs = 0;
+    double wall_secs = 0.0;
+};
+
+StrategyResult run_strategy(const std::string& name, const fs::path& dir, const std::optional<fs::path>& knowledge_dir,
+                            std::int64_t device_runs) {
+    auto start = std::chrono::steady_clock::now();
+    auto workspace = report::open_workspace(dir, knowledge_dir);
+    StrategyResult result;
+    result.name = name;
+    if (name == "npuopt") {
+        report::RunOverrides overrides;
+        overrides.device_runs = device_runs;
+        result.device_runs = report::run_workspace(workspace, overrides).device_runs_used;
+    } else {
+        std::string version = workspace.toolchain_version();
+        auto model = workspace.hardware_model();
+        eval::CascadeConfig config;
+        config.seed = workspace.campaign.seed;
+        eval::Cascade cascade(*workspace.toolchain, *workspace.store, nullptr, model ? &*model : nullptr, config);
+        campaign::CascadeEvaluator inner(cascade, *workspace.toolchain);
+        SingleRunEvaluator evaluator(cascade, inner);
+        campaign::CampaignOptions options;
+        options.dir = workspace.dir;
+        options.target = workspace.target.name;
+        options.seed = workspace.campaign.seed;
+        options.wall_budget_secs = 3600.0;
+        options.device_run_budget = device_runs;
+        campaign::RoleFactory roles = [name](const std::string&) {
+            std::vector<std::unique_ptr<search::Role>> list;
+            if (name == "random") list.push_back(std::make_unique<RandomRole>());
+            else list.push_back(std::make_unique<HillClimbRole>());
+            return list;
+        };
+        campaign::CampaignDriver driver(*workspace.store, evaluator, workspace.kernel_setups(), options, model, {}, roles);
+        result.device_runs = driver.run().device_runs_used;
+    }
+    report::SubmitOptions submit;
+    submit.out_dir = dir / "champions";
+    try {
+        auto submission = report::build_submission(workspace, submit);
+        result.kernels = submission.kernels;
+        result.geomean = submission.geomean;
+    } catch (const Error& error) {
+        std::cerr << fmt::format("{}: no verified champion: {}\n", name, error.what());
+    }
+    result.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool json = false;
+    std::int64_t device_runs = 150;
+    std::optional<fs::path> knowledge_dir;
+    fs::path work = fs::path(NPUOPT_BUILD_DIR) / "bench-search";
+    bool quick_kb = true;
+    for (int arg_idx = 1; arg_idx < argc; ++arg_idx) {
+        std::string arg = argv[arg_idx];
+        auto value = [&]() -> std::string {
+            if (arg_idx + 1 >= argc) throw Error(ErrorKind::invalid_input, arg + " needs a value");
+            return argv[++arg_idx];
+        };
+        try {
+            if (arg == "--json") json = true;
+            else if (arg == "--device-runs") device_runs = std::stoll(value());
+            else if (arg == "--knowledge-dir") knowledge_dir = value();
+            else if (arg == "--work") work = value();
+            else if (arg == "--full-kb") quick_kb = false;
+            else throw Error(ErrorKind::invalid_input, "unknown argument " + arg);
+        } catch (const std::exception& error) {
+            std::cerr << "npuopt_bench_search: error: " << error.what() << '\n';
+            return 2;
+        }
+    }
+    try {
+        auto root = config::locate_knowledge_dir(knowledge_dir);
+        auto target = config::load_target(root, "npu-sim");
+        auto kernels = config::load_kernels_config(target.kernels_file, target.templates_dir);
+        fs::remove_all(work);
+        // One knowledge base for all three: build it once, copy the database.
+        const fs::path base = work / "kb";
+        init_campaign(base, target, kernels);
+        {
+            auto workspace = report::open_workspace(base, knowledge_dir);
+            report::KbBuildOptions options;
+            options.quick = quick_kb;
+            report::build_knowledge(workspace, options);
+        }
+        std::vector<StrategyResult> results;
+        for (const std::string name : {"npuopt", "random", "hill"}) {
+            const fs::path dir = work / name;
+            fs::create_directories(dir);
+            fs::copy_file(base / std::string(config::k_campaign_file_name), dir / std::string(config::k_campaign_file_name));
+            fs::copy_file(base / std::string(config::k_campaign_db_name), dir / std::string(config::k_campaign_db_name));
+            if (!json) std::cerr << fmt::format("== {} ({} device runs)\n", name, device_runs);
+            results.push_back(run_strategy(name, dir, knowledge_dir, device_runs));
+        }
+        if (json) {
+            nlohmann::json out = {{"device_run_budget", device_runs}, {"strategies", nlohmann::json::array()}};
+            for (const auto& result : results) {
+                auto entry = report::results_json(result.kernels);
+                entry["strategy"] = result.name;
+                entry["device_runs_used"] = result.device_runs;
+                entry["wall_secs"] = result.wall_secs;
+                out["strategies"].push_back(entry);
+            }
+            std::cout << out.dump(2) << '\n';
+        } else {
+            for (const auto& result : results) {
+                std::cout << fmt::format("\n{} ({} device runs, {:.0f} s)\n", result.name, result.device_runs,
+                                         result.wall_secs)
+                          << report::render_results_table(result.kernels);
+            }
+        }
+    } catch (const Error& error) {
+        std::cerr << "npuopt_bench_search: error: " << error.what() << '\n';
+        return 1;
+    }
+    return 0;
+}
