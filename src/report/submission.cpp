@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -213,7 +214,10 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
     submission.tarball = submission.dir;
     submission.tarball += ".tar.gz";
     proc::Command tar;
-    tar.argv = {"tar", "-czf", submission.tarball.string(), "-C", submission.dir.parent_path().string(),
+    const char* path_env = std::getenv("PATH");
+    auto tar_bin = proc::find_executable("tar", path_env ? path_env : "/usr/bin:/bin");
+    if (!tar_bin) throw Error(ErrorKind::io, "submit: `tar` is not installed (needed for the .tar.gz)");
+    tar.argv = {tar_bin->string(), "-czf", submission.tarball.string(), "-C", submission.dir.parent_path().string(),
                 submission.dir.filename().string()};
     tar.sandbox.enabled = false;
     tar.cwd = submission.dir.parent_path();
