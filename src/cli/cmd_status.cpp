@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "campaign/driver.hpp"
 #include "cli/commands.hpp"
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
@@ -43,6 +44,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
                               {"rules_stale", summary.rules_stale},
                               {"events", summary.events}};
         if (summary.last_event) out["last_event"] = {{"ts", summary.last_event->ts}, {"kind", summary.last_event->kind}};
+        out["campaign"] = campaign::to_json(campaign::campaign_status(store));
         std::cout << out.dump(2) << '\n';
         return k_exit_ok;
     }
@@ -81,6 +83,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
               << fmt::format("events     {}", summary.events);
     if (summary.last_event) std::cout << fmt::format(" (last: {} {})", summary.last_event->ts, summary.last_event->kind);
     std::cout << '\n';
+    std::cout << '\n' << campaign::render_status_text(campaign::campaign_status(store));
     return k_exit_ok;
 }
 
