@@ -290,14 +290,13 @@ fn ao(k: &mut Ctx) {
             }
             have[0] = Some(t0);
         } else {
+            // doubling tree: a slice forwards the total as soon as it has it
+            // (later copies only read it again, so no further ordering is needed)
             have[0] = Some(t0);
             let mut cnt = 1;
             while cnt < m {
                 for i in 0..cnt.min(m - cnt) {
-                    let dep = have[i].take().unwrap();
-                    let t = k.after(&[&dep]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
-                    have[i] = Some(k.after(&[&t, &dep]).vcopy(sls_dummy(sls[i].ssp), sls_dummy(sls[i].ssp)));
-                    drop_token(dep);
+                    let t = k.after(&[have[i].as_ref().unwrap()]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
                     have[i + cnt] = Some(t);
                 }
                 cnt *= 2;

@@ -440,10 +440,7 @@ fn ff(k: &mut Ctx) {
     let mut cnt = 1;
     while cnt < m {
         for i in 0..cnt.min(m - cnt) {
-            let dep = have[i].take().unwrap();
-            let t = k.after(&[&dep]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
-            have[i] = Some(k.after(&[&t, &dep]).vcopy(sls[i].ssp.sub(3, 1), sls[i].ssp.sub(3, 1)));
-            drop_token(dep);
+            let t = k.after(&[have[i].as_ref().unwrap()]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
             have[i + cnt] = Some(t);
         }
         cnt *= 2;
