@@ -224,13 +224,11 @@ fn ao(k: &mut Ctx) {
             let _ = k.after(&[&lastp]).vmul(x.acc, x.scv, x.acc);
             vlast = k.after(&[&lastp]).vsumsq(x.acc, x.ssp.sub(0, 1), false);
             vlast = k.after(&[&lastp, &vlast]).vmul(x.acc, x.pst, x.acc);
-        } else {
-            vlast = k.after(&[&lastp, &vlast]).vcopy(x.ssp.sub(0, 1), x.ssp.sub(0, 1));
         }
         // sqrt(partial) so that one vsumsq over all slices' values adds them up
         let _ = k.after(&[&vlast]).vrms(x.ssp.sub(0, 1), x.ssp.sub(0, 1), 1, EPS_SQRT, x.ssp.sub(0, 1));
         let st = k.vstore(x.ssp.sub(0, 1), x.g.at(0), Dt::F32);
-        x.last = Some(k.after(&[&st]).vcopy(x.ssp.sub(0, 1), x.ssp.sub(0, 1)));
+        x.last = Some(st);
         x.ep = tv;
         x.ep.push(lastp);
         for l in loads.into_iter() {
