@@ -4,6 +4,7 @@
 #include "test_cascade_fixture.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "eval/judge.hpp"
 #include "eval/speed_of_light.hpp"
@@ -14,10 +15,11 @@ using cascade_test::quick_config;
 
 namespace {
 
-const npuopt::store::EvaluationRecord* stage_row(const std::vector<npuopt::store::EvaluationRecord>& rows,
-                                                 const std::string& stage) {
+std::optional<npuopt::store::EvaluationRecord> stage_row(const std::vector<npuopt::store::EvaluationRecord>& rows,
+                                                        const std::string& stage) {
     auto found = std::find_if(rows.begin(), rows.end(), [&](const auto& row) { return row.stage == stage; });
-    return found == rows.end() ? nullptr : &*found;
+    if (found == rows.end()) return std::nullopt;
+    return *found;
 }
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
@@ -90,8 +92,8 @@ TEST_CASE("correctness measurements are recorded with their seeds: priming seed 
     const Outcome outcome = cascade.evaluate(candidate, std::nullopt, campaign.kernel());
     CHECK(outcome.accepted);  // the first correct design becomes champion after the screen
     const auto rows = campaign.evaluations(candidate);
-    const auto* correctness = stage_row(rows, "correctness");
-    REQUIRE(correctness != nullptr);
+    const auto correctness = stage_row(rows, "correctness");
+    REQUIRE(correctness);
     CHECK(correctness->verdict == "pass");
     const auto measurements = campaign.store.list_measurements(correctness->id);
     REQUIRE(measurements.size() == 4);  // priming + 2 fresh + re-run
@@ -99,8 +101,8 @@ TEST_CASE("correctness measurements are recorded with their seeds: priming seed 
     CHECK(measurements[1].seed != 0);
     CHECK(measurements[2].seed != measurements[1].seed);
     CHECK(measurements[3].seed == measurements[1].seed);
-    const auto* screen = stage_row(rows, "screen");
-    REQUIRE(screen != nullptr);
+    const auto screen = stage_row(rows, "screen");
+    REQUIRE(screen);
     CHECK(screen->verdict == "accept");
     CHECK(campaign.store.list_measurements(screen->id).size() == 3);
     CHECK(outcome.cycles_median.has_value());
@@ -181,16 +183,14 @@ TEST_CASE("a faster candidate wins the race and every launch is recorded for bot
     CHECK(outcome.accepted);
     REQUIRE(outcome.speedup.has_value());
     CHECK(*outcome.speedup == doctest::Approx(10000.0 / 9000.0).epsilon(0.01));
-    const auto* race = stage_row(campaign.evaluations(faster), "race");
-    REQUIRE(race != nullptr);
+    const auto race = stage_row(campaign.evaluations(faster), "race");
+    REQUIRE(race);
     CHECK(race->verdict == "accept");
     const auto candidate_launches = campaign.store.list_measurements(race->id);
-    const auto* champion_race = stage_row(campaign.evaluations(champion.candidate), "race");
-    REQUIRE(champion_race != nullptr);
+    const auto champion_race = stage_row(campaign.evaluations(champion.candidate), "race");
+    REQUIRE(champion_race);
     CHECK(champion_race->verdict == "champion");
     const auto champion_launches = campaign.store.list_measurements(champion_race->id);
-    for (const auto& row : campaign.evaluations(champion.candidate)) MESSAGE(row.id << " " << row.stage << " " << row.verdict);
-    MESSAGE("race id " << race->id << " champion id " << champion_race->id);
     CHECK(candidate_launches.size() == champion_launches.size());
     CHECK(static_cast<std::int64_t>(candidate_launches.size() + champion_launches.size()) ==
           outcome.stages.back().device_runs);
@@ -235,8 +235,8 @@ TEST_CASE("re-validation races the champion against its predecessor") {
     const Champion champion{campaign.design("honest", 9000), 9000};
     const Outcome still = cascade.revalidate(champion, predecessor, campaign.kernel());
     CHECK(still.accepted);
-    const auto* row = stage_row(campaign.evaluations(champion.candidate), "race");
-    REQUIRE(row != nullptr);
+    const auto row = stage_row(campaign.evaluations(champion.candidate), "race");
+    REQUIRE(row);
     CHECK(row->reason.find("re-validation") != std::string::npos);
     const Outcome reversed = cascade.revalidate(predecessor, champion, campaign.kernel());
     CHECK_FALSE(reversed.accepted);

@@ -91,6 +91,8 @@ Options parse_options(int argc, char** argv) {
         else if (arg == "--help" || arg == "-h") usage_error("help");
         else usage_error(fmt::format("unknown argument '{}'", arg));
     }
+    options.work = fs::absolute(options.work);  // the toolchain runs in its own scratch directory
+    options.npuc = fs::absolute(options.npuc);
     if (!fs::exists(options.npuc)) {
         usage_error(fmt::format("npuc not found at {} (build npu-sim, or pass --npuc)", options.npuc.string()));
     }
