@@ -189,6 +189,11 @@ struct CampaignDriver::Impl {
     void save_kernel(KernelRuntime& kernel) {
         auto tree = trees();
         tree.set_state("kernel/" + kernel.name(), kernel.state_json().dump());
+        nlohmann::json discounted = nlohmann::json::object();
+        for (const auto& [role, stats] : kernel.scheduler.stats()) {
+            discounted[role] = {{"weight", stats.weight}, {"weighted_rate", stats.weighted_rate}};
+        }
+        tree.set_state("scheduler/" + kernel.name(), discounted.dump());
         for (const auto& [role, stats] : kernel.scheduler.stats()) {
             store::RoleStatsRecord record;
             record.kernel = kernel.name();
@@ -246,8 +251,13 @@ struct CampaignDriver::Impl {
         kernel.steps_since_accept = state.value("steps_since_accept", std::int64_t{0});
         kernel.accepts_since_revalidation = state.value("accepts_since_revalidation", std::int64_t{0});
         kernel.revalidate_pending = state.value("revalidate_pending", false);
+        auto discounted = parse_or(tree.state("scheduler/" + kernel.name()), nlohmann::json::object());
         for (const auto& stats : tree.list_role_stats(kernel.name())) {
             search::RoleStats role_stats;
+            if (discounted.contains(stats.role)) {
+                role_stats.weight = discounted[stats.role].value("weight", 0.0);
+                role_stats.weighted_rate = discounted[stats.role].value("weighted_rate", 0.0);
+            }
             role_stats.pulls = stats.pulls;
             role_stats.accepts = stats.accepts;
             role_stats.empty = stats.empty;

@@ -18,11 +18,11 @@ void Scheduler::set_stats(const std::string& role, const RoleStats& stats) {
 
 std::map<std::string, double> Scheduler::scores(double age) const {
     age = std::clamp(age, 0.0, 1.0);
-    std::int64_t total_pulls = 0;
+    double total_weight = 0.0;
     double best_rate = 0.0;
     for (const auto& [role, stats] : m_stats) {
-        total_pulls += stats.pulls;
-        if (stats.pulls > 0) best_rate = std::max(best_rate, stats.rate_sum / static_cast<double>(stats.pulls));
+        total_weight += stats.weight;
+        if (stats.weight > 1e-9) best_rate = std::max(best_rate, stats.weighted_rate / stats.weight);
     }
     std::map<std::string, double> result;
     for (const auto& role : m_roles) {
@@ -31,21 +31,18 @@ std::map<std::string, double> Scheduler::scores(double age) const {
         double prior = role_age == m_config.role_age.end()
                            ? 0.0
                            : m_config.age_prior_weight * (1.0 - std::fabs(age - role_age->second));
-        double pulls = static_cast<double>(stats.pulls + stats.empty);
         if (stats.pulls == 0 && stats.empty == 0) {
             // Unplayed roles come first, in the order the prior prefers at this age.
             result[role] = 10.0 + prior;
             continue;
         }
-        double mean = stats.pulls > 0 && best_rate > 0.0
-                          ? (stats.rate_sum / static_cast<double>(stats.pulls)) / best_rate
-                          : 0.0;
-        double bonus = m_config.exploration *
-                       std::sqrt(2.0 * std::log(static_cast<double>(std::max<std::int64_t>(total_pulls, 1)) + 1.0) /
-                                 std::max(pulls, 1.0));
+        double mean = stats.weight > 1e-9 && best_rate > 0.0 ? (stats.weighted_rate / stats.weight) / best_rate : 0.0;
+        double bonus = m_config.exploration * std::sqrt(2.0 * std::log(std::max(total_weight, 1.0) + 1.0) /
+                                                        std::max(stats.weight, 0.05));
         // A role that keeps coming back empty is worth less: scale by its share of useful pulls.
+        double pulls = static_cast<double>(stats.pulls + stats.empty);
         double useful = pulls > 0.0 ? static_cast<double>(stats.pulls) / pulls : 1.0;
-        result[role] = (mean + bonus) * useful + prior;
+        result[role] = (mean + std::min(bonus, 1.0)) * useful + prior;
     }
     return result;
 }
@@ -77,6 +74,12 @@ void Scheduler::record(const std::string& role, double log_speedup, double devic
     stats.reward += gain;
     stats.device_secs += device_secs;
     stats.rate_sum += gain / cost;
+    for (auto& [name, other] : m_stats) {
+        other.weight *= m_config.discount;
+        other.weighted_rate *= m_config.discount;
+    }
+    stats.weight += 1.0;
+    stats.weighted_rate += gain / cost;
 }
 
 void Scheduler::record_empty(const std::string& role) {

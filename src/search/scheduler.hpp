@@ -1,5 +1,5 @@
 #pragma once
-// The role scheduler: a bandit (UCB1) over roles, paid in accepted log-speedup per device-second,
+// The role scheduler: a bandit (discounted UCB1) over roles, paid in accepted log-speedup per device-second,
 // with an age prior that moves it from exploration (architect) to refinement (tuner) as the
 // campaign ages. Deterministic given its state and the seed it is handed; its state is plain
 // numbers (persisted by the campaign as role_stats rows).
@@ -20,12 +20,15 @@ struct RoleStats {
     double reward = 0.0;         ///< sum of accepted log-speedups
     double device_secs = 0.0;    ///< device time its proposals cost
     double rate_sum = 0.0;       ///< sum over pulls of log-speedup / device-second
+    double weight = 0.0;         ///< discounted pull count (every pull of any role discounts all)
+    double weighted_rate = 0.0;  ///< discounted sum of log-speedup / device-second
 };
 
 struct SchedulerConfig {
     double exploration = 0.5;        ///< UCB1 exploration constant
     double age_prior_weight = 0.6;   ///< strength of the exploration → refinement prior
     double min_device_secs = 1.0;    ///< floor on a pull's cost, so free pulls do not divide by 0
+    double discount = 0.97;          ///< discounted UCB: old rewards fade (roles' payoffs drift as the campaign ages)
     /// Age at which the prior favours each role: 0 = early (explore), 1 = late (refine).
     std::map<std::string, double> role_age = {{"architect", 0.0}, {"analyst", 0.5}, {"tuner", 1.0}};
 };
