@@ -172,7 +172,7 @@ TEST_CASE("run: per-repeat cycles in order and the verify verdict") {
 
 TEST_CASE("run: without check / {check} vanishes from argv and there is no verdict") {
     KernelFile kernel;
-    npuopt::target::RunRequest request{kernel.path, "feedforward", 5, 1, false, {}, {}};
+    npuopt::target::RunRequest request{kernel.path, "feedforward", 5, 1, false, {}, {}, {}};
     auto result = fake_toolchain().run(request);
     CHECK(result.call.status == CallStatus::ok);
     CHECK(result.cycles == std::vector<double>{1050.0});
@@ -184,7 +184,7 @@ TEST_CASE("run: without check / {check} vanishes from argv and there is no verdi
 
 TEST_CASE("run: a verify failure and a device error are failures with their details") {
     KernelFile kernel;
-    npuopt::target::RunRequest request{kernel.path, "feedforward", 1, 1, true, {}, {}};
+    npuopt::target::RunRequest request{kernel.path, "feedforward", 1, 1, true, {}, {}, {}};
     auto verify_failed = fake_toolchain("verify_fail").run(request);
     CHECK(verify_failed.call.status == CallStatus::failed);
     REQUIRE(verify_failed.verify);
@@ -203,7 +203,7 @@ TEST_CASE("extra placeholders from the request are expanded") {
     auto target = fake_target();
     target.toolchain.run.argv = {"{bin}", "run", "{file}", "--kernel", "{kernel}-{variant}", "--seed", "{seed}"};
     Toolchain toolchain(target, default_sandbox());
-    npuopt::target::RunRequest request{kernel.path, "ff", 0, 1, false, {}, {{"variant", "fast"}}};
+    npuopt::target::RunRequest request{kernel.path, "ff", 0, 1, false, {}, {{"variant", "fast"}}, {}};
     auto result = toolchain.run(request);
     CHECK(result.call.status == CallStatus::ok);
     CHECK(contains(result.call.argv, "ff-fast"));
@@ -256,7 +256,7 @@ TEST_CASE("a hang is timed_out / killed within its limit") {
 
 TEST_CASE("transient failures: exit 3 / or an error line of kind transient") {
     KernelFile kernel;
-    npuopt::target::RunRequest request{kernel.path, "ff", 0, 1, false, {}, {}};
+    npuopt::target::RunRequest request{kernel.path, "ff", 0, 1, false, {}, {}, {}};
     auto by_exit = fake_toolchain("transient").run(request);
     CHECK(by_exit.call.status == CallStatus::transient);
     CHECK(by_exit.error_kind == "transient");
