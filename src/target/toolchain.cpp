@@ -239,7 +239,11 @@ CallInfo Toolchain::call(std::string_view command_name, const config::CommandSpe
         }
         command.sandbox.read_only_paths.push_back(path);
     };
-    add_read_only(bin->parent_path());
+    // The toolchain's install root (<root>/bin/tool beside <root>/lib, <root>/share ...): a
+    // toolchain installed under /tmp would otherwise vanish behind the sandbox's private /tmp.
+    const fs::path bin_dir = fs::weakly_canonical(*bin, error).parent_path();
+    add_read_only(bin_dir.has_parent_path() && bin_dir.parent_path() != bin_dir.root_path() ? bin_dir.parent_path()
+                                                                                            : bin_dir);
     for (const auto& path : m_target.toolchain.read_only_paths) add_read_only(against(m_target.dir, path));
     if (file) add_read_only(file->parent_path());
 
