@@ -64,7 +64,7 @@ TEST_CASE("the shipped npu-sim target.yaml parses and holds only the public fact
     CHECK(target.toolchain.bin == "npuc");
     CHECK(target.toolchain.search_paths.at(0) == std::filesystem::path(NPUOPT_BUILD_DIR) / "npu-sim/1.0/bin");
     CHECK(target.toolchain.run.argv.back() == "json");
-    CHECK(target.facts.size() == 12);
+    CHECK(target.facts.size() == 13);
     CHECK(target.facts.at("hbm_peak_bytes_per_cycle").value == 1536);
     CHECK_FALSE(target.facts.contains("dma_startup_cycles"));
     CHECK(target.templates_dir == std::filesystem::path(NPUOPT_SOURCE_DIR) / "dsl_templates/npu-sim");
