@@ -61,8 +61,8 @@ TEST_CASE("microbench on npu-sim: a small DMA sweep fits a line, and a long same
     auto suite = config::load_microbench_suite(target.microbench_dir / "suite.yaml");
     for (auto& probe : suite.probes) {
         if (probe.name == "dma_engine") {
-            probe.repeats = 3;
-            probe.sweep = {{{"packet"}, {{1024}, {4096}}}, {{"bytes"}, {{4096}, {65536}, {1048576}}}};
+            probe.repeats = 5;
+            probe.sweep = {{{"packet", "bytes"}, {{1024, 1024}, {1024, 1048576}, {4096, 4096}, {4096, 16384}, {4096, 1048576}}}};
         }
         if (probe.name == "bank_hang") probe.sweep = {{{"run_len"}, {{16}, {512}, {1024}}}};
     }
