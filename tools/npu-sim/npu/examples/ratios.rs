@@ -9,6 +9,9 @@ use npu::Shape;
 #[path = "../../fixtures/fast.rs"]
 mod fast;
 #[allow(dead_code)]
+#[path = "../../fixtures/attention_output_fast.rs"]
+mod ao_fast;
+#[allow(dead_code)]
 #[path = "../../fixtures/feedforward_fast.rs"]
 mod ff_fast;
 #[allow(dead_code)]
@@ -25,6 +28,7 @@ fn main() {
     let a: Vec<String> = std::env::args().collect();
     let p = Profile::from_env().unwrap();
     let mut ks: Vec<(String, npu::KernelFn)> = fast::__npu_kernels().into_iter().map(|(k, f)| (k.to_string(), f)).collect();
+    ks.extend(ao_fast::__npu_kernels().into_iter().map(|(k, f)| (k.to_string(), f)));
     ks.extend(ff_fast::__npu_kernels().into_iter().map(|(k, f)| (k.to_string(), f)));
     if a.iter().any(|x| x == "base") {
         for (k, f) in bq::__npu_kernels().into_iter().chain(ba::__npu_kernels()).chain(bf::__npu_kernels()) {

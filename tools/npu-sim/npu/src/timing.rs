@@ -127,6 +127,11 @@ impl Timing {
         (self.cmds[id].ready, self.cmds[id].data)
     }
 
+    /// Bytes moved by a command's data phase (0 for commands without one).
+    pub fn bytes(&self, id: usize) -> f64 {
+        self.cmds[id].bytes
+    }
+
     fn deps_done(&self, c: usize) -> bool {
         self.cmds[c].deps.iter().all(|&d| !self.cmds[d].done.is_nan())
     }
