@@ -64,6 +64,17 @@ Quantities parse_features(const std::string& text) {
     return features;
 }
 
+bool is_bound_kind(const std::string& kind) {
+    return kind == k_rule_upper_bound || kind == k_rule_lower_bound || kind == k_rule_multiple_of;
+}
+
+/// Accepted designs kept per version (meta key), newest last; the oldest go beyond this many.
+constexpr std::size_t k_acceptance_log_size = 20000;
+
+std::string acceptance_log_key(const std::string& target, const std::string& version) {
+    return fmt::format("rules.accepted|{}|{}", target, version);
+}
+
 }  // namespace
 
 std::string generalise_message(std::string_view message) {
@@ -223,6 +234,7 @@ std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& desi
                                    const std::string& message, const std::string& quantities) {
     auto existing = m_store->find_rule_by_signature(m_target, m_version, draft.signature);
     std::int64_t rule_id = 0;
+    bool bound_changed = false;  // a new bound, or a bound whose kind or limit changed: re-check the log
     if (!existing) {
         store::KbRuleRecord rule;
         rule.target = m_target;
@@ -237,6 +249,7 @@ std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& desi
         rule.evidence_count = 1;
         rule.confidence = rule_confidence(rule.kind, 1);
         rule_id = m_store->insert_rule(rule);
+        bound_changed = is_bound_kind(rule.kind);
     } else {
         store::KbRuleRecord rule = *existing;
         rule_id = rule.id;
@@ -252,6 +265,7 @@ std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& desi
             rule.kind = std::string(k_rule_statement);
             rule.limit.reset();
         }
+        bound_changed = is_bound_kind(rule.kind) && (rule.kind != existing->kind || rule.limit != existing->limit);
         if (rule.status != "demoted" && rule.status != "retired") {
             rule.confidence = rule_confidence(rule.kind, rule.evidence_count);
             if (rule.evidence_count >= 2) rule.status = "confirmed";
@@ -267,7 +281,62 @@ std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& desi
     evidence.quantities_json = quantities;
     evidence.message = message;
     m_store->add_rule_evidence(evidence);
+    if (bound_changed) demote_if_contradicted(rule_id);
     return rule_id;
+}
+
+std::vector<RuleBook::LoggedAcceptance> RuleBook::acceptance_log() {
+    std::vector<LoggedAcceptance> log;
+    auto text = m_store->meta(acceptance_log_key(m_target, m_version));
+    if (!text) return log;
+    auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (!json.is_array()) return log;
+    for (const auto& entry : json) {
+        if (!entry.is_object()) continue;
+        LoggedAcceptance accepted;
+        accepted.design_hash = entry.value("design", std::string());
+        accepted.quantities = parse_features(entry.value("quantities", nlohmann::json::object()).dump());
+        log.push_back(std::move(accepted));
+    }
+    return log;
+}
+
+void RuleBook::log_acceptance(const Quantities& quantities, const DesignRef& design) {
+    if (quantities.empty()) return;  // nothing a rule could ever be checked against
+    auto log = acceptance_log();
+    for (const auto& entry : log) {
+        if (entry.quantities == quantities) return;  // the same declaration: nothing new to check against
+    }
+    log.push_back({design.design_hash, quantities});
+    if (log.size() > k_acceptance_log_size) log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(log.size() - k_acceptance_log_size));
+    nlohmann::json json = nlohmann::json::array();
+    for (const auto& entry : log) {
+        json.push_back({{"design", entry.design_hash}, {"quantities", nlohmann::json::parse(features_json(entry.quantities))}});
+    }
+    m_store->set_meta(acceptance_log_key(m_target, m_version), json.dump());
+}
+
+bool RuleBook::demote_if_contradicted(std::int64_t rule_id) {
+    auto rule = m_store->find_rule(rule_id);
+    if (!rule || !is_rule_active(*rule) || !is_bound_kind(rule->kind)) return false;
+    for (const auto& accepted : acceptance_log()) {
+        if (!evaluate_rule(*rule, accepted.quantities)) continue;
+        // The toolchain accepted a design this rule rejects, before the rule was mined.
+        rule->status = "demoted";
+        rule->confidence *= 0.25;
+        ++rule->counter_count;
+        m_store->update_rule(*rule);
+        store::RuleEvidenceRecord evidence;
+        evidence.rule_id = rule->id;
+        evidence.design_hash = accepted.design_hash;
+        evidence.outcome = "accepted";
+        evidence.toolchain_version = m_version;
+        evidence.quantities_json = features_json(accepted.quantities);
+        evidence.message = "the toolchain accepted an earlier design this rule rejects";
+        m_store->add_rule_evidence(evidence);
+        return true;
+    }
+    return false;
 }
 
 std::vector<std::int64_t> RuleBook::mine_diagnostics(const std::vector<target::Diagnostic>& diagnostics,
@@ -337,7 +406,8 @@ std::vector<std::int64_t> RuleBook::record_acceptance(const Quantities& quantiti
     std::vector<std::int64_t> demoted;
     store::Transaction transaction(m_store->database());
     for (auto rule : list(false)) {
-        if (!is_rule_active(rule) || !evaluate_rule(rule, quantities)) continue;
+        // A compiled design says nothing about run-time failures: runtime rules stay.
+        if (!is_rule_active(rule) || rule.kind == k_rule_runtime || !evaluate_rule(rule, quantities)) continue;
         rule.status = "demoted";
         rule.confidence *= 0.25;
         ++rule.counter_count;
@@ -353,6 +423,7 @@ std::vector<std::int64_t> RuleBook::record_acceptance(const Quantities& quantiti
         m_store->add_rule_evidence(evidence);
         demoted.push_back(rule.id);
     }
+    log_acceptance(quantities, design);
     transaction.commit();
     return demoted;
 }

@@ -100,7 +100,10 @@ public:
     /// Active rules that reject these quantities (the cheapest check of the cascade).
     std::vector<Violation> check_quantities(const Quantities& quantities);
     /// The toolchain accepted a design: every active rule that would have rejected it is
-    /// demoted (status demoted, confidence quartered); returns their ids.
+    /// demoted (status demoted, confidence quartered); returns their ids. Runtime rules are kept
+    /// (compiling says nothing about a run). The quantities are also logged for this version, so
+    /// that a bound mined later (or one whose limit changes) is checked against every design the
+    /// toolchain accepted before it and is born demoted when it rejects one of them.
     std::vector<std::int64_t> record_acceptance(const Quantities& quantities, const DesignRef& design);
 
     /// Rules of this version (stale ones included when asked).
@@ -111,6 +114,14 @@ public:
     const std::string& version() const { return m_version; }
 
 private:
+    struct LoggedAcceptance {
+        std::string design_hash;
+        Quantities quantities;
+    };
+    std::vector<LoggedAcceptance> acceptance_log();
+    void log_acceptance(const Quantities& quantities, const DesignRef& design);
+    /// Demote an active bound that rejects a logged accepted design; true when it did.
+    bool demote_if_contradicted(std::int64_t rule_id);
     std::int64_t merge_draft(const RuleDraft& draft, const DesignRef& design, std::string_view origin,
                              const std::string& message, const std::string& quantities_json);
 

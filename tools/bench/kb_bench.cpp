@@ -5,6 +5,12 @@
 //
 //   npuopt_bench_kb [--profile FILE] [--npuc PATH] [--json] [--parallel N] [--probe NAME]...
 //                   [--store campaign.db] [--require-goal]
+//                   [--no-rules | --rules-only] [--rules-quick] [--rules-npuc PATH]...
+//
+// After the hardware model, the rules section (rules_bench.hpp): a sweep over many designs,
+// rules mined from every diagnostic, their precision and the share of the toolchain's
+// diagnostic codes that have a rule. --rules-npuc (repeatable) names the releases to sweep;
+// default: the target's npuc and every sibling release (<root>/<release>/bin/npuc).
 //
 // The profile is --profile, else $NPU_SIM_PROFILE, else tools/npu-sim/profiles/default.profile
 // when it exists, else the simulator's compiled-in defaults (read from its profile.rs). It is
@@ -32,6 +38,8 @@
 #include "eval/stats.hpp"
 #include "knowledge/hardware_model.hpp"
 #include "knowledge/microbench.hpp"
+#include "rules_bench.hpp"
+#include "target/toolchain.hpp"
 #include "store/campaign_store.hpp"
 
 namespace fs = std::filesystem;
@@ -140,9 +148,13 @@ struct Options {
     std::optional<fs::path> npuc;
     std::optional<fs::path> store;
     std::vector<std::string> probes;
+    std::vector<fs::path> rules_npucs;
     int parallel = 2;
     bool json = false;
     bool require_goal = false;
+    bool hardware = true;   ///< the microbenchmarks and the fitted model
+    bool rules = true;      ///< the rules sweep
+    bool rules_quick = false;
 };
 
 Options parse_options(int argc, char** argv) {
@@ -160,14 +172,23 @@ Options parse_options(int argc, char** argv) {
         else if (flag == "--parallel") options.parallel = std::stoi(value(idx, flag));
         else if (flag == "--json") options.json = true;
         else if (flag == "--require-goal") options.require_goal = true;
+        else if (flag == "--no-rules") options.rules = false;
+        else if (flag == "--rules-only") options.hardware = false;
+        else if (flag == "--rules-quick") options.rules_quick = true;
+        else if (flag == "--rules-npuc") options.rules_npucs.push_back(fs::absolute(value(idx, flag)));
         else if (flag == "--help" || flag == "-h") {
             std::cout << "usage: npuopt_bench_kb [--profile FILE] [--npuc PATH] [--json] [--parallel N] "
-                         "[--probe NAME]... [--store campaign.db] [--require-goal]\n";
+                         "[--probe NAME]... [--store campaign.db] [--require-goal] [--no-rules | --rules-only] "
+                         "[--rules-quick] [--rules-npuc PATH]...\n";
             std::exit(0);
         } else {
             throw Error(ErrorKind::invalid_input, fmt::format("unknown option '{}' (see --help)", flag));
         }
     }
+    if (!options.rules && !options.hardware) {
+        throw Error(ErrorKind::invalid_input, "--no-rules and --rules-only exclude each other");
+    }
+    if (options.parallel < 1) throw Error(ErrorKind::invalid_input, "--parallel must be at least 1");
     if (!options.profile) {
         if (const char* env = std::getenv("NPU_SIM_PROFILE"); env && *env) {
             options.profile = fs::absolute(env);
@@ -185,18 +206,11 @@ std::string format_value(double value) {
     return fmt::format("{:.3f}", value);
 }
 
-int run_bench(const Options& options) {
+/// The hardware-model section: fitted vs true. Prints the text form unless --json; returns
+/// the JSON form (into `out`) and whether the goal was met.
+bool run_hardware_section(const Options& options, const config::TargetConfig& target, nlohmann::json& out) {
     const fs::path source_dir = NPUOPT_SOURCE_DIR;
     const fs::path sim_dir = source_dir / "tools" / "npu-sim";
-    config::TargetConfig target = config::load_target_config(source_dir / "knowledge" / "npu-sim" / "target.yaml");
-    if (options.npuc) target.toolchain.bin = options.npuc->string();
-    if (options.profile) {
-        if (!fs::exists(*options.profile)) {
-            throw Error(ErrorKind::invalid_input, fmt::format("profile {} does not exist", options.profile->string()));
-        }
-        target.toolchain.env["NPU_SIM_PROFILE"] = options.profile->string();
-        target.toolchain.read_only_paths.push_back(options.profile->parent_path());
-    }
     const auto suite = config::load_microbench_suite(target.microbench_dir / "suite.yaml");
     const auto stats = make_statistics();
 
@@ -250,20 +264,15 @@ int run_bench(const Options& options) {
         if (!model.param(name)) goal_met = false;
     }
 
-    if (options.json) {
-        nlohmann::json out = {{"benchmark", "kb"},
-                              {"target", target.name},
-                              {"profile", options.profile ? options.profile->string() : std::string("(compiled-in default)")},
-                              {"toolchain", run.toolchain_name},
-                              {"toolchain_version", run.toolchain_version},
-                              {"build_secs", build_secs},
-                              {"points", counts},
-                              {"params", rows},
-                              {"goal_met", goal_met},
-                              {"findings", model.findings},
-                              {"missing", model.missing}};
-        std::cout << out.dump(2) << "\n";
-    } else {
+    out["toolchain"] = run.toolchain_name;
+    out["toolchain_version"] = run.toolchain_version;
+    out["build_secs"] = build_secs;
+    out["points"] = counts;
+    out["params"] = rows;
+    out["goal_met"] = goal_met;
+    out["findings"] = model.findings;
+    out["missing"] = model.missing;
+    if (!options.json) {
         std::cout << fmt::format("bench kb — target {}, {} {}, profile {}\n", target.name, run.toolchain_name,
                                  run.toolchain_version,
                                  options.profile ? options.profile->string() : std::string("(compiled-in default)"));
@@ -284,6 +293,62 @@ int run_bench(const Options& options) {
                                  run.points.size(), counts["ok"], counts["failed"], counts["timed_out"], counts["skipped"],
                                  build_secs, goal_met ? "met" : "MISSED");
     }
+    return goal_met;
+}
+
+/// The releases the rules section sweeps: --rules-npuc, else the target's npuc and its siblings
+/// (<root>/<release>/bin/npuc, as the simulator's build lays them out).
+std::vector<fs::path> rules_releases(const Options& options, const config::TargetConfig& target) {
+    if (!options.rules_npucs.empty()) return options.rules_npucs;
+    proc::SandboxPolicy sandbox;
+    sandbox.enabled = false;
+    std::string why;
+    auto bin = target::Toolchain(target, sandbox).resolve_bin(&why);
+    if (!bin) throw Error(ErrorKind::toolchain, fmt::format("rules: cannot find the toolchain: {}", why));
+    std::vector<fs::path> releases = {fs::weakly_canonical(*bin)};
+    const fs::path root = releases.front().parent_path().parent_path().parent_path();
+    std::vector<fs::path> siblings;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(root, error)) {
+        fs::path candidate = entry.path() / "bin" / releases.front().filename();
+        if (entry.is_directory() && fs::exists(candidate) && fs::weakly_canonical(candidate) != releases.front()) {
+            siblings.push_back(fs::weakly_canonical(candidate));
+        }
+    }
+    std::sort(siblings.begin(), siblings.end());
+    releases.insert(releases.end(), siblings.begin(), siblings.end());
+    return releases;
+}
+
+int run_bench(const Options& options) {
+    const fs::path source_dir = NPUOPT_SOURCE_DIR;
+    config::TargetConfig target = config::load_target_config(source_dir / "knowledge" / "npu-sim" / "target.yaml");
+    if (options.npuc) target.toolchain.bin = options.npuc->string();
+    if (options.profile) {
+        if (!fs::exists(*options.profile)) {
+            throw Error(ErrorKind::invalid_input, fmt::format("profile {} does not exist", options.profile->string()));
+        }
+        target.toolchain.env["NPU_SIM_PROFILE"] = options.profile->string();
+        target.toolchain.read_only_paths.push_back(options.profile->parent_path());
+    }
+    nlohmann::json out = {{"benchmark", "kb"},
+                          {"target", target.name},
+                          {"profile", options.profile ? options.profile->string() : std::string("(compiled-in default)")}};
+    bool goal_met = true;
+    if (options.hardware) goal_met = run_hardware_section(options, target, out);
+    if (options.rules) {
+        bench::RulesBenchOptions rules_options;
+        rules_options.source_dir = source_dir;
+        rules_options.npucs = rules_releases(options, target);
+        rules_options.parallel = options.parallel;
+        rules_options.quick = options.rules_quick;
+        rules_options.progress = !options.json;
+        out["rules"] = bench::run_rules_bench(target, rules_options);
+        if (!out["rules"]["precision_goal_met"].get<bool>()) goal_met = false;
+        if (!options.json) std::cout << bench::rules_bench_text(out["rules"]);
+    }
+    out["all_goals_met"] = goal_met;
+    if (options.json) std::cout << out.dump(2) << "\n";
     return options.require_goal && !goal_met ? 1 : 0;
 }
 
