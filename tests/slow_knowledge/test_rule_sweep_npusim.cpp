@@ -49,18 +49,26 @@ private:
 
 bool has_npuc(const fs::path& root) { return ::access((root / "1.0/bin/npuc").c_str(), X_OK) == 0; }
 
-/// The npu-sim directory holding 1.0/bin/npuc: $NPUOPT_NPUSIM_DIR, this build's, or another build*/.
+/// The npu-sim directory holding 1.0/bin/npuc: $NPUOPT_NPUSIM_DIR, this build's, or the most
+/// recently built one of the source tree's build*/ (an older build may lack newer DSL calls).
 std::optional<fs::path> find_npusim() {
     if (const char* env = std::getenv("NPUOPT_NPUSIM_DIR"); env != nullptr && has_npuc(env)) return fs::path(env);
     if (has_npuc(fs::path(NPUOPT_BUILD_DIR) / "npu-sim")) return fs::path(NPUOPT_BUILD_DIR) / "npu-sim";
+    std::optional<fs::path> newest;
+    fs::file_time_type newest_time{};
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(NPUOPT_SOURCE_DIR, error)) {
-        if (entry.is_directory() && entry.path().filename().string().starts_with("build") &&
-            has_npuc(entry.path() / "npu-sim")) {
-            return entry.path() / "npu-sim";
+        const fs::path candidate = entry.path() / "npu-sim";
+        if (!entry.is_directory() || !entry.path().filename().string().starts_with("build") || !has_npuc(candidate)) {
+            continue;
+        }
+        const auto time = fs::last_write_time(candidate / "1.0/bin/npuc", error);
+        if (!error && (!newest || time > newest_time)) {
+            newest = candidate;
+            newest_time = time;
         }
     }
-    return std::nullopt;
+    return newest;
 }
 
 /// Every assignment of a template's grid whose values of `only` are in the given sets.

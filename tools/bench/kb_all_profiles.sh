@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run `bench kb` for npu-sim's default, alt_a and alt_b profiles and summarise the goal
-# parameters (fitted vs true, relative error) and the build time of each.
+# parameters (fitted vs true, relative error) and the build time of each. The rules section does
+# not depend on the profile: it is left out here (run `npuopt_bench_kb --rules-only` once).
 #   tools/bench/kb_all_profiles.sh BENCH_BINARY [NPUC] [OUT_DIR]
 set -euo pipefail
 bench=${1:?usage: kb_all_profiles.sh BENCH_BINARY [NPUC] [OUT_DIR]}
@@ -10,7 +11,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 status=0
 for profile in default alt_a alt_b; do
-    args=(--profile "$root/tools/npu-sim/profiles/$profile.profile" --json --require-goal)
+    args=(--profile "$root/tools/npu-sim/profiles/$profile.profile" --json --require-goal --no-rules)
     [ -n "$npuc" ] && args+=(--npuc "$npuc")
     "$bench" "${args[@]}" > "$out/$profile.json" || status=1
     python3 - "$out/$profile.json" "$profile" <<'PY'
