@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run `bench kb` for npu-sim's default, alt_a and alt_b profiles and summarise the goal
-# parameters (fitted vs true, relative error) and the build time of each. The rules section does
-# not depend on the profile: it is left out here (run `npuopt_bench_kb --rules-only` once).
+# parameters (fitted vs true, relative error) and the build time of each. The rules sweep is
+# left out to save time (`npuopt_bench_kb --rules-only [--profile FILE]` runs it).
 #   tools/bench/kb_all_profiles.sh BENCH_BINARY [NPUC] [OUT_DIR]
 set -euo pipefail
 bench=${1:?usage: kb_all_profiles.sh BENCH_BINARY [NPUC] [OUT_DIR]}
