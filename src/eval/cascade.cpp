@@ -114,22 +114,7 @@ std::string first_error(const std::vector<target::Diagnostic>& diagnostics) {
     return {};
 }
 
-/// A device run retried while it fails transiently; counts the retries.
-target::RunResult run_with_retries(const target::Toolchain& toolchain, const target::RunRequest& request,
-                                   int max_retries, int& transient_failures, double& device_secs,
-                                   std::int64_t& device_runs) {
-    target::RunResult result;
-    for (int attempt = 0; attempt <= max_retries; ++attempt) {
-        result = toolchain.run(request);
-        device_secs += result.call.process.wall_secs;
-        ++device_runs;
-        if (result.call.status != target::CallStatus::transient) return result;
-        ++transient_failures;
-    }
-    return result;
-}
-
-std::string transient_note(int transient_failures) {
+std::string transient_note(std::int64_t transient_failures) {
     return transient_failures == 0 ? std::string()
                                    : fmt::format("; {} transient failure(s) retried", transient_failures);
 }
@@ -142,6 +127,93 @@ std::string call_failure(const target::CallInfo& call, const std::vector<target:
 }
 
 std::string run_failure(const target::RunResult& result) { return call_failure(result.call, result.diagnostics); }
+
+/// The device launches of one stage, failed ones included, as the store's measurement rows.
+class LaunchLog {
+public:
+    /// Run `request`, retrying while it fails transiently (at most `max_retries` times); every
+    /// attempt is logged.
+    target::RunResult run(const target::Toolchain& toolchain, const target::RunRequest& request, int max_retries,
+                          double& device_secs) {
+        target::RunResult result;
+        for (int attempt = 0; attempt <= max_retries; ++attempt) {
+            result = toolchain.run(request);
+            device_secs += result.call.process.wall_secs;
+            add(result, request.seed, attempt);
+            if (result.call.status != target::CallStatus::transient) return result;
+        }
+        return result;
+    }
+
+    std::int64_t launches() const { return m_launches; }
+    std::int64_t failed() const { return m_failed; }
+    std::int64_t retries() const { return m_retries; }
+    std::int64_t transient_failures() const { return m_transient; }
+    const std::vector<store::MeasurementRecord>& rows() const { return m_rows; }
+
+private:
+    void add(const target::RunResult& result, std::uint64_t seed, int attempt) {
+        store::MeasurementRecord row;
+        row.launch_order = m_launches++;
+        row.seed = static_cast<std::int64_t>(seed);
+        row.attempt = attempt;
+        row.wall_ms = result.call.process.wall_secs * 1000.0;
+        if (attempt > 0) ++m_retries;
+        if (result.call.status == target::CallStatus::ok && !result.cycles.empty()) {
+            for (std::size_t repeat_idx = 0; repeat_idx < result.cycles.size(); ++repeat_idx) {
+                row.repeat_idx = static_cast<std::int64_t>(repeat_idx);
+                row.cycles = result.cycles[repeat_idx];
+                m_rows.push_back(row);
+            }
+            return;
+        }
+        ++m_failed;
+        const bool transient = result.call.status == target::CallStatus::transient;
+        m_transient += transient ? 1 : 0;
+        row.outcome = transient ? "transient" : "failed";
+        row.error = result.call.status == target::CallStatus::ok ? "the run printed no cycles" : run_failure(result);
+        m_rows.push_back(row);
+    }
+
+    std::vector<store::MeasurementRecord> m_rows;
+    std::int64_t m_launches = 0;
+    std::int64_t m_failed = 0;
+    std::int64_t m_retries = 0;
+    std::int64_t m_transient = 0;
+};
+
+/// A race's launches of one side as measurement rows, in the race's launch order.
+std::vector<store::MeasurementRecord> race_rows(const JudgeReport& report, Side side) {
+    std::vector<store::MeasurementRecord> rows;
+    for (std::size_t launch_idx = 0; launch_idx < report.observations.size(); ++launch_idx) {
+        const Observation& observation = report.observations[launch_idx];
+        if (observation.side != side) continue;
+        store::MeasurementRecord row;
+        row.launch_order = static_cast<std::int64_t>(launch_idx);
+        row.seed = static_cast<std::int64_t>(observation.input_seed);
+        row.wall_ms = launch_idx < report.wall_ms.size() ? report.wall_ms[launch_idx] : std::nullopt;
+        row.side = std::string(side_name(side));
+        row.attempt = static_cast<std::int64_t>(observation.attempt);
+        row.pair_idx = static_cast<std::int64_t>(observation.pair_idx);
+        if (observation.error) {
+            row.outcome = observation.transient ? "transient" : "failed";
+            row.error = *observation.error;
+        } else {
+            row.cycles = observation.secs;
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+/// Launch counts of a race for its stage record: every launch, the failed ones, the retries.
+void count_race_launches(const JudgeReport& report, StageRecord& record) {
+    record.device_runs = static_cast<std::int64_t>(report.observations.size());
+    record.failed_launches = std::count_if(report.observations.begin(), report.observations.end(),
+                                           [](const Observation& observation) { return observation.error.has_value(); });
+    record.retries = std::count_if(report.observations.begin(), report.observations.end(),
+                                   [](const Observation& observation) { return observation.attempt > 0; });
+}
 
 /// Bytes the kernel must move: the caller's figure, else computed from kernels.yaml's tensors.
 double min_bytes(const KernelContext& kernel) {
@@ -203,6 +275,9 @@ std::int64_t Cascade::record_stage(const Candidate& candidate, const StageRecord
     evaluation.verdict = record.verdict;
     evaluation.reason = record.reason;
     evaluation.secs = record.secs;
+    evaluation.launches = record.device_runs;
+    evaluation.failed_launches = record.failed_launches;
+    evaluation.retries = record.retries;
     return m_store->record_evaluation(evaluation, measurements);
 }
 
@@ -244,10 +319,15 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
     }
     Outcome outcome;
     auto finish_stage = [&](Stage stage, std::string verdict, std::string reason, Clock::time_point start,
-                            std::int64_t device_runs = 0,
-                            const std::vector<store::MeasurementRecord>& measurements = {}) {
-        StageRecord record{stage, std::move(verdict), std::move(reason), secs_since(start), device_runs};
-        record_stage(candidate, record, kernel, measurements);
+                            const LaunchLog* launches = nullptr) {
+        StageRecord record{stage, std::move(verdict), std::move(reason), secs_since(start), 0, 0, 0};
+        if (launches) {
+            record.device_runs = launches->launches();
+            record.failed_launches = launches->failed();
+            record.retries = launches->retries();
+            outcome.device_runs += launches->launches();
+        }
+        record_stage(candidate, record, kernel, launches ? launches->rows() : std::vector<store::MeasurementRecord>{});
         outcome.stages.push_back(record);
         outcome.final_reason = fmt::format("{}: {}: {}", stage_name(stage), record.verdict, record.reason);
     };
@@ -377,10 +457,8 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         seeds.push_back(seeds[1]);  // the first fresh seed again, after others ran: run-order check
 
         std::vector<CorrectnessRun> runs;
-        std::vector<store::MeasurementRecord> measurements;
+        LaunchLog launches;
         std::vector<double> cycles;
-        int transient_failures = 0;
-        std::int64_t device_runs = 0;
         for (std::size_t position = 0; position < seeds.size(); ++position) {
             target::RunRequest request;
             request.file = candidate.source_file;
@@ -390,42 +468,33 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             request.check = true;
             request.shape = kernel.shape;
             request.extra_args = m_config.run_extra_args;
-            const auto result = run_with_retries(*m_toolchain, request, m_config.transient_retries, transient_failures,
-                                                 outcome.device_secs, device_runs);
-            for (std::size_t repeat_idx = 0; repeat_idx < result.cycles.size(); ++repeat_idx) {
-                measurements.push_back({0, 0, static_cast<std::int64_t>(position),
-                                        static_cast<std::int64_t>(seeds[position]),
-                                        static_cast<std::int64_t>(repeat_idx), result.cycles[repeat_idx],
-                                        result.call.process.wall_secs * 1000.0});
-                cycles.push_back(result.cycles[repeat_idx]);
-            }
+            const auto result =
+                launches.run(*m_toolchain, request, m_config.transient_retries, outcome.device_secs);
+            if (result.call.status == target::CallStatus::ok) cycles.insert(cycles.end(), result.cycles.begin(), result.cycles.end());
             if (!result.verify) {
                 if (m_rules) m_rules->record_run_result(result, design, candidate.features);
-                outcome.device_runs += device_runs;
                 const std::string verdict = result.call.status == target::CallStatus::failed ||
                                                     result.call.status == target::CallStatus::timed_out
                                                 ? "fail"
                                                 : "error";
                 finish_stage(Stage::correctness, verdict,
                              fmt::format("seed {} (launch {}): {}{}", seeds[position], position, run_failure(result),
-                                         transient_note(transient_failures)),
-                             start, device_runs, measurements);
+                                         transient_note(launches.transient_failures())),
+                             start, &launches);
                 return outcome;
             }
             runs.push_back({seeds[position], position, *result.verify});
         }
-        outcome.device_runs += device_runs;
         const auto verdict = check_correctness_runs(runs, AntiGamingConfig{m_config.magnitude_factor});
         if (!verdict.passed()) {
-            finish_stage(Stage::correctness, "fail", verdict.reason + transient_note(transient_failures), start,
-                         device_runs, measurements);
+            finish_stage(Stage::correctness, "fail", verdict.reason + transient_note(launches.transient_failures()),
+                         start, &launches);
             return outcome;
         }
         outcome.correct = true;
         if (!cycles.empty()) {
             if (auto impossible = speed_of_light_violation(median(cycles), bound, m_config.speed_of_light_tolerance)) {
-                finish_stage(Stage::correctness, "suspect", "speed_of_light: " + *impossible, start, device_runs,
-                             measurements);
+                finish_stage(Stage::correctness, "suspect", "speed_of_light: " + *impossible, start, &launches);
                 return outcome;
             }
         }
@@ -434,18 +503,16 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                      fmt::format("every output verified on {} launches (priming seed {}, {} fresh seeds, one re-run); "
                                  "fingerprints change with the inputs and reproduce{}{}",
                                  runs.size(), m_config.priming_seed, seeds.size() - 2, notes,
-                                 transient_note(transient_failures)),
-                     start, device_runs, measurements);
+                                 transient_note(launches.transient_failures())),
+                     start, &launches);
     }
 
     // ---- screen: a few device runs; clearly slower than the champion is rejected -----------------
     {
         const auto start = Clock::now();
         SeedStream stream(m_config.seed, candidate.content_hash, "screen");
-        std::vector<store::MeasurementRecord> measurements;
+        LaunchLog launches;
         std::vector<double> cycles;
-        int transient_failures = 0;
-        std::int64_t device_runs = 0;
         for (int run_idx = 0; run_idx < std::max(1, m_config.screen_runs); ++run_idx) {
             target::RunRequest request;
             request.file = candidate.source_file;
@@ -454,26 +521,22 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             request.repeat = 1;
             request.shape = kernel.shape;
             request.extra_args = m_config.run_extra_args;
-            const auto result = run_with_retries(*m_toolchain, request, m_config.transient_retries, transient_failures,
-                                                 outcome.device_secs, device_runs);
+            const auto result =
+                launches.run(*m_toolchain, request, m_config.transient_retries, outcome.device_secs);
             if (result.call.status != target::CallStatus::ok || result.cycles.empty()) {
                 if (m_rules) m_rules->record_run_result(result, design, candidate.features);
-                outcome.device_runs += device_runs;
                 finish_stage(Stage::screen, result.call.status == target::CallStatus::transient ? "error" : "fail",
                              fmt::format("seed {}: {}{}", request.seed, run_failure(result),
-                                         transient_note(transient_failures)),
-                             start, device_runs, measurements);
+                                         transient_note(launches.transient_failures())),
+                             start, &launches);
                 return outcome;
             }
-            measurements.push_back({0, 0, run_idx, static_cast<std::int64_t>(request.seed), 0, result.cycles.front(),
-                                    result.call.process.wall_secs * 1000.0});
             cycles.push_back(result.cycles.front());
         }
-        outcome.device_runs += device_runs;
         const double screen_median = median(cycles);
         outcome.cycles_median = screen_median;
         if (auto impossible = speed_of_light_violation(screen_median, bound, m_config.speed_of_light_tolerance)) {
-            finish_stage(Stage::screen, "suspect", "speed_of_light: " + *impossible, start, device_runs, measurements);
+            finish_stage(Stage::screen, "suspect", "speed_of_light: " + *impossible, start, &launches);
             return outcome;
         }
         if (!champion) {
@@ -481,8 +544,8 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             finish_stage(Stage::screen, "accept",
                          fmt::format("median {:.0f} cycles over {} runs; no champion yet: the first correct design "
                                      "becomes the champion{}",
-                                     screen_median, cycles.size(), transient_note(transient_failures)),
-                         start, device_runs, measurements);
+                                     screen_median, cycles.size(), transient_note(launches.transient_failures())),
+                         start, &launches);
             return outcome;
         }
         outcome.champion_cycles_median = champion->cycles_median;
@@ -492,14 +555,15 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                          fmt::format("median {:.0f} cycles over {} runs is {:.3f}x the champion's {:.0f} (limit "
                                      "{:.2f}x){}",
                                      screen_median, cycles.size(), ratio, champion->cycles_median,
-                                     m_config.screen_max_ratio, transient_note(transient_failures)),
-                         start, device_runs, measurements);
+                                     m_config.screen_max_ratio, transient_note(launches.transient_failures())),
+                         start, &launches);
             return outcome;
         }
         finish_stage(Stage::screen, "pass",
                      fmt::format("median {:.0f} cycles over {} runs, {:.3f}x the champion's {:.0f}{}", screen_median,
-                                 cycles.size(), ratio, champion->cycles_median, transient_note(transient_failures)),
-                     start, device_runs, measurements);
+                                 cycles.size(), ratio, champion->cycles_median,
+                                 transient_note(launches.transient_failures())),
+                     start, &launches);
     }
 
     // ---- race: interleaved launches against the champion, the sequential test decides ------------
@@ -515,29 +579,18 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         const JudgeReport report = judge.race(champion_spec, candidate_spec, race_config);
         outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
         outcome.device_secs += report.device_secs;
-
-        std::vector<store::MeasurementRecord> candidate_measurements;
-        std::vector<store::MeasurementRecord> champion_measurements;
-        for (std::size_t launch_idx = 0; launch_idx < report.observations.size(); ++launch_idx) {
-            const auto& observation = report.observations[launch_idx];
-            if (!observation.secs || observation.error) continue;  // failures: counted in the reason
-            auto& target_list = observation.side == Side::candidate ? candidate_measurements : champion_measurements;
-            target_list.push_back({0, 0, static_cast<std::int64_t>(launch_idx),
-                                   static_cast<std::int64_t>(observation.input_seed), 0, *observation.secs,
-                                   report.wall_ms[launch_idx]});
-        }
         if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
         if (!report.champion_cycles.empty()) outcome.champion_cycles_median = median(report.champion_cycles);
         outcome.speedup = report.verdict.test.speedup;
 
         const auto& verdict = report.verdict;
-        const std::size_t failed_launches = static_cast<std::size_t>(std::count_if(
-            report.observations.begin(), report.observations.end(), [](const Observation& o) { return o.error.has_value(); }));
+        StageRecord record{Stage::race, "", "", 0.0, 0, 0, 0};
+        count_race_launches(report, record);
         std::string summary = fmt::format(
-            "{} after {} pairs ({} launches, {} failed, {} transient retried): speedup {:.4f} [{:.4f}, {:.4f}], "
+            "{} after {} pairs ({} launches, {} failed, {} retried): speedup {:.4f} [{:.4f}, {:.4f}], "
             "Z_accept {:.2f} vs {:.2f}, Z_reject {:.2f} vs {:.2f}; {}",
-            decision_name(verdict.decision), verdict.pairs_completed, verdict.launches, failed_launches,
-            verdict.transient_failures, verdict.test.speedup, verdict.test.speedup_interval.lower,
+            decision_name(verdict.decision), verdict.pairs_completed, record.device_runs, record.failed_launches,
+            record.retries, verdict.test.speedup, verdict.test.speedup_interval.lower,
             verdict.test.speedup_interval.upper, verdict.test.accept_statistic, verdict.test.accept_bound,
             verdict.test.reject_statistic, verdict.test.reject_bound, verdict.reason);
         std::string stage_verdict(decision_name(verdict.decision));
@@ -550,15 +603,16 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         }
         outcome.accepted = stage_verdict == "accept";
 
-        StageRecord record{Stage::race, stage_verdict, summary, secs_since(start),
-                           static_cast<std::int64_t>(verdict.launches)};
+        record.verdict = stage_verdict;
+        record.reason = summary;
+        record.secs = secs_since(start);
         auto transaction = m_store->database().transaction();
-        record_stage(candidate, record, kernel, candidate_measurements);
+        record_stage(candidate, record, kernel, race_rows(report, Side::candidate));
         if (champion->candidate.design_id > 0) {
             StageRecord champion_record = record;
             champion_record.verdict = "champion";
             champion_record.reason = fmt::format("raced by design {}: {}", candidate.design_id, summary);
-            record_stage(champion->candidate, champion_record, kernel, champion_measurements);
+            record_stage(champion->candidate, champion_record, kernel, race_rows(report, Side::champion));
         }
         transaction.commit();
         outcome.stages.push_back(record);
@@ -590,31 +644,26 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
     outcome.speedup = report.verdict.test.speedup;
     outcome.accepted = report.verdict.decision == Decision::accept;
 
-    std::vector<store::MeasurementRecord> champion_measurements;
-    std::vector<store::MeasurementRecord> predecessor_measurements;
-    for (std::size_t launch_idx = 0; launch_idx < report.observations.size(); ++launch_idx) {
-        const auto& observation = report.observations[launch_idx];
-        if (!observation.secs || observation.error) continue;
-        auto& target_list = observation.side == Side::candidate ? champion_measurements : predecessor_measurements;
-        target_list.push_back({0, 0, static_cast<std::int64_t>(launch_idx),
-                               static_cast<std::int64_t>(observation.input_seed), 0, *observation.secs,
-                               report.wall_ms[launch_idx]});
-    }
+    // The race's roles: the predecessor runs as its champion (A), the current champion as the candidate (B).
+    StageRecord record{Stage::race, std::string(decision_name(report.verdict.decision)), "", 0.0, 0, 0, 0};
+    count_race_launches(report, record);
     const std::string summary = fmt::format(
-        "re-validation against design {}: {} after {} pairs ({} launches, {} transient retried): speedup {:.4f} "
+        "re-validation against design {}: {} after {} pairs ({} launches, {} failed, {} retried): speedup {:.4f} "
         "[{:.4f}, {:.4f}]; {}",
         predecessor.candidate.design_id, decision_name(report.verdict.decision), report.verdict.pairs_completed,
-        report.verdict.launches, report.verdict.transient_failures, report.verdict.test.speedup,
+        record.device_runs, record.failed_launches, record.retries, report.verdict.test.speedup,
         report.verdict.test.speedup_interval.lower, report.verdict.test.speedup_interval.upper, report.verdict.reason);
-    StageRecord record{Stage::race, std::string(decision_name(report.verdict.decision)), summary, secs_since(start),
-                       outcome.device_runs};
+    record.reason = summary;
+    record.secs = secs_since(start);
     auto transaction = m_store->database().transaction();
-    if (champion.candidate.design_id > 0) record_stage(champion.candidate, record, kernel, champion_measurements);
+    if (champion.candidate.design_id > 0) {
+        record_stage(champion.candidate, record, kernel, race_rows(report, Side::candidate));
+    }
     if (predecessor.candidate.design_id > 0) {
         StageRecord predecessor_record = record;
         predecessor_record.verdict = "champion";
         predecessor_record.reason = fmt::format("raced by design {} ({})", champion.candidate.design_id, summary);
-        record_stage(predecessor.candidate, predecessor_record, kernel, predecessor_measurements);
+        record_stage(predecessor.candidate, predecessor_record, kernel, race_rows(report, Side::champion));
     }
     transaction.commit();
     outcome.stages.push_back(record);
@@ -627,10 +676,8 @@ Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelConte
     Measured measured;
     measured.all_passed = runs > 0;
     const auto start = Clock::now();
-    std::vector<store::MeasurementRecord> measurements;
+    LaunchLog launches;
     double device_secs = 0.0;
-    std::int64_t device_runs = 0;
-    int transient_failures = 0;
     for (int run_idx = 0; run_idx < runs; ++run_idx) {
         target::RunRequest request;
         request.file = candidate.source_file;
@@ -640,13 +687,8 @@ Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelConte
         request.check = true;
         request.shape = kernel.shape;
         request.extra_args = m_config.run_extra_args;
-        const auto result = run_with_retries(*m_toolchain, request, m_config.transient_retries, transient_failures,
-                                             device_secs, device_runs);
-        if (!result.cycles.empty()) {
-            measured.cycles.push_back(result.cycles.front());
-            measurements.push_back({0, 0, run_idx, static_cast<std::int64_t>(request.seed), 0, result.cycles.front(),
-                                    result.call.process.wall_secs * 1000.0});
-        }
+        const auto result = launches.run(*m_toolchain, request, m_config.transient_retries, device_secs);
+        if (!result.cycles.empty()) measured.cycles.push_back(result.cycles.front());
         if (!result.verify || !result.verify->passed || result.cycles.empty()) {
             measured.all_passed = false;
             if (measured.reason.empty()) {
@@ -668,7 +710,7 @@ Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelConte
     if (measured.reason.empty()) {
         measured.reason = measured.cycles_median
                               ? fmt::format("median {:.0f} cycles over {} passing runs{}", *measured.cycles_median,
-                                            measured.cycles.size(), transient_note(transient_failures))
+                                            measured.cycles.size(), transient_note(launches.transient_failures()))
                               : "no runs";
     }
     if (candidate.design_id > 0) {
@@ -680,7 +722,10 @@ Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelConte
         evaluation.verdict = measured.all_passed ? "pass" : "fail";
         evaluation.reason = measured.reason;
         evaluation.secs = secs_since(start);
-        m_store->record_evaluation(evaluation, measurements);
+        evaluation.launches = launches.launches();
+        evaluation.failed_launches = launches.failed();
+        evaluation.retries = launches.retries();
+        m_store->record_evaluation(evaluation, launches.rows());
     }
     return measured;
 }

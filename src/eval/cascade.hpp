@@ -53,7 +53,9 @@ struct StageRecord {
     std::string verdict;  ///< pass | fail | skip | accept | reject | inconclusive | suspect | error
     std::string reason;   ///< why, in words a person can act on
     double secs = 0.0;
-    std::int64_t device_runs = 0;
+    std::int64_t device_runs = 0;      ///< device launches, failed ones included
+    std::int64_t failed_launches = 0;  ///< launches that failed (transiently or not)
+    std::int64_t retries = 0;          ///< launches repeated after a transient failure
 };
 
 /// The cascade's settings; `strict()` is the late-campaign preset.

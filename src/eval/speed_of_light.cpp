@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
-#include <limits>
 
+#include "config/target_loader.hpp"
 #include "core/error.hpp"
 
 namespace npuopt::eval {
@@ -17,47 +16,6 @@ std::optional<double> dtype_bytes(std::string_view dtype) {
     if (dtype == "f32" || dtype == "fp32" || dtype == "i32" || dtype == "u32") return 4.0;
     if (dtype == "f64" || dtype == "i64") return 8.0;
     return std::nullopt;
-}
-
-std::int64_t evaluate_dim(std::string_view dim, const std::map<std::string, std::int64_t>& shape) {
-    auto fail = [&](const std::string& why) -> std::int64_t {
-        throw Error(ErrorKind::invalid_input,
-                    fmt::format("tensor dimension '{}': {} (expected an integer, a shape variable, or a "
-                                "product/quotient of them such as hidden/16)",
-                                dim, why));
-    };
-    std::int64_t result = 1;
-    char op = '*';
-    std::size_t position = 0;
-    while (true) {
-        const std::size_t end = dim.find_first_of("*/", position);
-        std::string term(dim.substr(position, end == std::string_view::npos ? std::string_view::npos : end - position));
-        term.erase(std::remove_if(term.begin(), term.end(), [](unsigned char ch) { return std::isspace(ch); }),
-                   term.end());
-        std::int64_t value = 0;
-        if (term.empty()) {
-            fail("has an empty term");
-        } else if (std::all_of(term.begin(), term.end(), [](unsigned char ch) { return std::isdigit(ch); })) {
-            if (term.size() > 18) fail(fmt::format("'{}' is too large", term));
-            value = std::stoll(term);
-        } else if (auto found = shape.find(term); found != shape.end()) {
-            value = found->second;
-        } else {
-            fail(fmt::format("names '{}', which is not a shape variable", term));
-        }
-        if (value <= 0) fail(fmt::format("term '{}' is {}, not positive", term, value));
-        if (op == '*') {
-            if (result > std::numeric_limits<std::int64_t>::max() / value) fail("overflows");
-            result *= value;
-        } else {
-            if (result % value != 0) fail(fmt::format("{} / {} is not exact", result, value));
-            result /= value;
-        }
-        if (end == std::string_view::npos) break;
-        op = dim[end];
-        position = end + 1;
-    }
-    return result;
 }
 
 double kernel_min_bytes(const config::KernelSpec& kernel, const std::map<std::string, std::int64_t>& shape) {
@@ -74,7 +32,17 @@ double kernel_min_bytes(const config::KernelSpec& kernel, const std::map<std::st
                                     kernel.name, tensor.name, tensor.dtype));
         }
         double elements = 1.0;
-        for (const auto& dim : tensor.shape) elements *= static_cast<double>(evaluate_dim(dim, merged));
+        for (const auto& dim : tensor.shape) {
+            std::string why;
+            const auto extent = config::evaluate_dimension(dim, merged, &why);
+            if (!extent) {
+                throw Error(ErrorKind::invalid_input,
+                            fmt::format("kernel '{}' tensor '{}': dimension '{}' {} (expected an integer, a shape "
+                                        "variable, or a product/quotient of them such as hidden/16)",
+                                        kernel.name, tensor.name, dim, why));
+            }
+            elements *= static_cast<double>(*extent);
+        }
         bytes += elements * *element_bytes;
     }
     return bytes;

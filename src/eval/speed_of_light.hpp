@@ -20,11 +20,6 @@ namespace npuopt::eval {
 /// Bytes per element of a kernels.yaml dtype (fp4_e2m1 = 0.5); nullopt for an unknown dtype.
 std::optional<double> dtype_bytes(std::string_view dtype);
 
-/// Value of a tensor dimension: an integer, a shape variable, or a product/quotient of them
-/// evaluated left to right ("q_heads*head_dim", "hidden/16"). Throws Error(invalid_input) naming
-/// the dimension for an unknown name, bad syntax or a division that is not exact.
-std::int64_t evaluate_dim(std::string_view dim, const std::map<std::string, std::int64_t>& shape);
-
 /// Bytes a kernel must move at least: every weight, input and output tensor once, at `shape`
 /// (kernel.shape where `shape` lacks a variable). State tensors (a ring cache) are touched only
 /// in part and not counted. Throws Error(invalid_input) for an unknown dtype or dimension.

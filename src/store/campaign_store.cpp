@@ -12,18 +12,132 @@ constexpr const char* k_design_columns =
     "id, content_hash, target, kernel, shape, template, params, source, parent_id, created_at";
 
 DesignRecord design_from_row(const Row& row) {
+    RowReader read(row);
     DesignRecord design;
-    design.id = as_int(row[0]);
-    design.content_hash = as_text(row[1]);
-    design.target = as_text(row[2]);
-    design.kernel = as_text(row[3]);
-    design.shape = as_text(row[4]);
-    design.template_name = as_text(row[5]);
-    design.params_json = as_text(row[6]);
-    if (!std::holds_alternative<std::nullptr_t>(row[7])) design.source = as_text(row[7]);
-    design.parent_id = as_optional_int(row[8]);
-    design.created_at = as_text(row[9]);
+    design.id = read.integer();
+    design.content_hash = read.text();
+    design.target = read.text();
+    design.kernel = read.text();
+    design.shape = read.text();
+    design.template_name = read.text();
+    design.params_json = read.text();
+    design.source = read.optional_text();
+    design.parent_id = read.optional_integer();
+    design.created_at = read.text();
+    read.finish();
     return design;
+}
+
+constexpr const char* k_evaluation_columns =
+    "id, design_id, toolchain_version_id, bench_config_hash, stage, verdict, reason, secs, stale, created_at, "
+    "launches, failed_launches, retries";
+
+EvaluationRecord evaluation_from_row(const Row& row) {
+    RowReader read(row);
+    EvaluationRecord evaluation;
+    evaluation.id = read.integer();
+    evaluation.design_id = read.integer();
+    evaluation.toolchain_version_id = read.optional_integer();
+    evaluation.bench_config_hash = read.text();
+    evaluation.stage = read.text();
+    evaluation.verdict = read.text();
+    evaluation.reason = read.text();
+    evaluation.secs = read.real();
+    evaluation.stale = read.flag();
+    evaluation.created_at = read.text();
+    evaluation.launches = read.optional_integer();
+    evaluation.failed_launches = read.optional_integer();
+    evaluation.retries = read.optional_integer();
+    read.finish();
+    return evaluation;
+}
+
+constexpr const char* k_measurement_columns =
+    "id, evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms, side, outcome, error, attempt, pair_idx";
+
+MeasurementRecord measurement_from_row(const Row& row) {
+    RowReader read(row);
+    MeasurementRecord measurement;
+    measurement.id = read.integer();
+    measurement.evaluation_id = read.integer();
+    measurement.launch_order = read.integer();
+    measurement.seed = read.integer();
+    measurement.repeat_idx = read.integer();
+    measurement.cycles = read.optional_real();
+    measurement.wall_ms = read.optional_real();
+    measurement.side = read.text();
+    measurement.outcome = read.text();
+    measurement.error = read.optional_text();
+    measurement.attempt = read.integer();
+    measurement.pair_idx = read.optional_integer();
+    read.finish();
+    return measurement;
+}
+
+/// A measurement the schema would refuse, named in words before SQLite's CHECK does it tersely.
+void validate_measurement(const MeasurementRecord& measurement) {
+    auto where = [&] {
+        return fmt::format("measurement (launch {}, repeat {})", measurement.launch_order, measurement.repeat_idx);
+    };
+    if (measurement.side != "candidate" && measurement.side != "champion") {
+        throw Error(ErrorKind::invalid_input,
+                    fmt::format("{}: side '{}' is not candidate or champion", where(), measurement.side));
+    }
+    if (measurement.outcome == "ok") {
+        if (!measurement.cycles) throw Error(ErrorKind::invalid_input, where() + ": outcome ok without cycles");
+        if (measurement.error) {
+            throw Error(ErrorKind::invalid_input, fmt::format("{}: outcome ok with an error ({})", where(), *measurement.error));
+        }
+    } else if (measurement.outcome == "transient" || measurement.outcome == "failed") {
+        if (!measurement.error || measurement.error->empty()) {
+            throw Error(ErrorKind::invalid_input,
+                        fmt::format("{}: outcome {} without its error", where(), measurement.outcome));
+        }
+    } else {
+        throw Error(ErrorKind::invalid_input,
+                    fmt::format("{}: outcome '{}' is not ok, transient or failed", where(), measurement.outcome));
+    }
+}
+
+constexpr const char* k_knowledge_columns =
+    "id, target, kind, key, text, value, evidence, toolchain_version_id, stale, created_at";
+
+KnowledgeEntry knowledge_from_row(const Row& row) {
+    RowReader read(row);
+    KnowledgeEntry entry;
+    entry.id = read.integer();
+    entry.target = read.text();
+    entry.kind = read.text();
+    entry.key = read.text();
+    entry.text = read.text();
+    entry.value = read.optional_real();
+    entry.evidence_json = read.text();
+    entry.toolchain_version_id = read.optional_integer();
+    entry.stale = read.flag();
+    entry.created_at = read.text();
+    read.finish();
+    return entry;
+}
+
+constexpr const char* k_rule_columns =
+    "id, target, code, statement, quantity, limit_value, confidence, toolchain_version_id, status, stale, created_at";
+
+RuleRecord rule_from_row(const Row& row) {
+    RowReader read(row);
+    RuleRecord rule;
+    rule.id = read.integer();
+    rule.target = read.text();
+    rule.code = read.text();
+    rule.statement = read.text();
+    rule.quantity = read.text();
+    rule.limit = read.optional_real();
+    rule.confidence = read.real();
+    rule.toolchain_version_id = read.optional_integer();
+    rule.status = read.text();
+    rule.stale = read.flag();
+    rule.created_at = read.text();
+    read.finish();
+    return rule;
 }
 
 }  // namespace
@@ -104,20 +218,24 @@ std::vector<DesignRecord> CampaignStore::list_designs(const std::string& target,
 
 std::int64_t CampaignStore::record_evaluation(const EvaluationRecord& evaluation,
                                               const std::vector<MeasurementRecord>& measurements) {
+    for (const MeasurementRecord& measurement : measurements) validate_measurement(measurement);
     Transaction transaction(m_database);
     m_database.execute(
         "INSERT INTO evaluations (design_id, toolchain_version_id, bench_config_hash, stage, verdict, reason, secs, "
-        "stale, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "stale, created_at, launches, failed_launches, retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {evaluation.design_id, optional_value(evaluation.toolchain_version_id), evaluation.bench_config_hash,
          evaluation.stage, evaluation.verdict, evaluation.reason, evaluation.secs,
-         std::int64_t{evaluation.stale ? 1 : 0}, log::utc_timestamp()});
+         std::int64_t{evaluation.stale ? 1 : 0}, log::utc_timestamp(), optional_value(evaluation.launches),
+         optional_value(evaluation.failed_launches), optional_value(evaluation.retries)});
     std::int64_t evaluation_id = m_database.last_insert_id();
     for (const MeasurementRecord& measurement : measurements) {
         m_database.execute(
-            "INSERT INTO measurements (evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            {evaluation_id, measurement.launch_order, measurement.seed, measurement.repeat_idx, measurement.cycles,
-             optional_value(measurement.wall_ms)});
+            "INSERT INTO measurements (evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms, side, outcome, "
+            "error, attempt, pair_idx) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            {evaluation_id, measurement.launch_order, measurement.seed, measurement.repeat_idx,
+             optional_value(measurement.cycles), optional_value(measurement.wall_ms), measurement.side,
+             measurement.outcome, measurement.error ? Value(*measurement.error) : Value(nullptr), measurement.attempt,
+             optional_value(measurement.pair_idx)});
     }
     transaction.commit();
     return evaluation_id;
@@ -126,21 +244,10 @@ std::int64_t CampaignStore::record_evaluation(const EvaluationRecord& evaluation
 std::vector<EvaluationRecord> CampaignStore::list_evaluations(std::int64_t design_id, bool include_stale) {
     std::vector<EvaluationRecord> evaluations;
     for (const Row& row : m_database.query(
-             "SELECT id, design_id, toolchain_version_id, bench_config_hash, stage, verdict, reason, secs, stale, "
-             "created_at FROM evaluations WHERE design_id = ? AND (stale = 0 OR ?) ORDER BY id",
+             fmt::format("SELECT {} FROM evaluations WHERE design_id = ? AND (stale = 0 OR ?) ORDER BY id",
+                         k_evaluation_columns),
              {design_id, std::int64_t{include_stale ? 1 : 0}})) {
-        EvaluationRecord evaluation;
-        evaluation.id = as_int(row[0]);
-        evaluation.design_id = as_int(row[1]);
-        evaluation.toolchain_version_id = as_optional_int(row[2]);
-        evaluation.bench_config_hash = as_text(row[3]);
-        evaluation.stage = as_text(row[4]);
-        evaluation.verdict = as_text(row[5]);
-        evaluation.reason = as_text(row[6]);
-        evaluation.secs = as_double(row[7]);
-        evaluation.stale = as_int(row[8]) != 0;
-        evaluation.created_at = as_text(row[9]);
-        evaluations.push_back(std::move(evaluation));
+        evaluations.push_back(evaluation_from_row(row));
     }
     return evaluations;
 }
@@ -148,11 +255,10 @@ std::vector<EvaluationRecord> CampaignStore::list_evaluations(std::int64_t desig
 std::vector<MeasurementRecord> CampaignStore::list_measurements(std::int64_t evaluation_id) {
     std::vector<MeasurementRecord> measurements;
     for (const Row& row : m_database.query(
-             "SELECT id, evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms FROM measurements "
-             "WHERE evaluation_id = ? ORDER BY launch_order, repeat_idx",
+             fmt::format("SELECT {} FROM measurements WHERE evaluation_id = ? ORDER BY launch_order, repeat_idx",
+                         k_measurement_columns),
              {evaluation_id})) {
-        measurements.push_back({as_int(row[0]), as_int(row[1]), as_int(row[2]), as_int(row[3]), as_int(row[4]),
-                                as_double(row[5]), as_optional_double(row[6])});
+        measurements.push_back(measurement_from_row(row));
     }
     return measurements;
 }
@@ -172,21 +278,10 @@ std::int64_t CampaignStore::record_knowledge(const KnowledgeEntry& entry) {
 std::vector<KnowledgeEntry> CampaignStore::list_knowledge(const std::string& target, bool include_stale) {
     std::vector<KnowledgeEntry> entries;
     for (const Row& row : m_database.query(
-             "SELECT id, target, kind, key, text, value, evidence, toolchain_version_id, stale, created_at "
-             "FROM knowledge_entries WHERE target = ? AND (stale = 0 OR ?) ORDER BY id",
+             fmt::format("SELECT {} FROM knowledge_entries WHERE target = ? AND (stale = 0 OR ?) ORDER BY id",
+                         k_knowledge_columns),
              {target, std::int64_t{include_stale ? 1 : 0}})) {
-        KnowledgeEntry entry;
-        entry.id = as_int(row[0]);
-        entry.target = as_text(row[1]);
-        entry.kind = as_text(row[2]);
-        entry.key = as_text(row[3]);
-        entry.text = as_text(row[4]);
-        entry.value = as_optional_double(row[5]);
-        entry.evidence_json = as_text(row[6]);
-        entry.toolchain_version_id = as_optional_int(row[7]);
-        entry.stale = as_int(row[8]) != 0;
-        entry.created_at = as_text(row[9]);
-        entries.push_back(std::move(entry));
+        entries.push_back(knowledge_from_row(row));
     }
     return entries;
 }
@@ -207,22 +302,9 @@ std::int64_t CampaignStore::record_rule(const RuleRecord& rule) {
 std::vector<RuleRecord> CampaignStore::list_rules(const std::string& target, bool include_stale) {
     std::vector<RuleRecord> rules;
     for (const Row& row : m_database.query(
-             "SELECT id, target, code, statement, quantity, limit_value, confidence, toolchain_version_id, status, "
-             "stale, created_at FROM rules WHERE target = ? AND (stale = 0 OR ?) ORDER BY id",
+             fmt::format("SELECT {} FROM rules WHERE target = ? AND (stale = 0 OR ?) ORDER BY id", k_rule_columns),
              {target, std::int64_t{include_stale ? 1 : 0}})) {
-        RuleRecord rule;
-        rule.id = as_int(row[0]);
-        rule.target = as_text(row[1]);
-        rule.code = as_text(row[2]);
-        rule.statement = as_text(row[3]);
-        rule.quantity = as_text(row[4]);
-        rule.limit = as_optional_double(row[5]);
-        rule.confidence = as_double(row[6]);
-        rule.toolchain_version_id = as_optional_int(row[7]);
-        rule.status = as_text(row[8]);
-        rule.stale = as_int(row[9]) != 0;
-        rule.created_at = as_text(row[10]);
-        rules.push_back(std::move(rule));
+        rules.push_back(rule_from_row(row));
     }
     return rules;
 }
@@ -278,6 +360,7 @@ StoreSummary CampaignStore::summarize() {
     }
     auto count = [&](const char* sql) { return as_int(m_database.query(sql).at(0).at(0)); };
     summary.measurements = count("SELECT COUNT(*) FROM measurements");
+    summary.failed_launches = count("SELECT COUNT(*) FROM measurements WHERE outcome <> 'ok'");
     summary.knowledge_entries = count("SELECT COUNT(*) FROM knowledge_entries");
     summary.knowledge_entries_stale = count("SELECT COUNT(*) FROM knowledge_entries WHERE stale = 1");
     summary.rules = count("SELECT COUNT(*) FROM rules");

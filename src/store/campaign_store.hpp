@@ -37,15 +37,21 @@ struct DesignRecord {
     std::string created_at;
 };
 
-/// One measured run of an evaluation (a process launch; repeats inside it).
+/// One process launch of an evaluation (one row per timed repeat inside it), failed launches
+/// included: a failure has no cycles, an outcome other than "ok" and its error.
 struct MeasurementRecord {
     std::int64_t id = 0;
     std::int64_t evaluation_id = 0;
-    std::int64_t launch_order = 0;  ///< position in the interleaved schedule
+    std::int64_t launch_order = 0;  ///< position in the stage's launch sequence (a race: both sides)
     std::int64_t seed = 0;
     std::int64_t repeat_idx = 0;
-    double cycles = 0.0;
+    std::optional<double> cycles;   ///< none for a failed launch
     std::optional<double> wall_ms;
+    std::string side = "candidate"; ///< candidate | champion (which design of a race ran)
+    std::string outcome = "ok";     ///< ok | transient (failed, retried) | failed (not retryable)
+    std::optional<std::string> error;
+    std::int64_t attempt = 0;       ///< 0 first try, then one more per retry of the same launch
+    std::optional<std::int64_t> pair_idx;  ///< the race pair (none outside races)
 };
 
 /// One step of the evaluation cascade applied to a design.
@@ -60,6 +66,9 @@ struct EvaluationRecord {
     double secs = 0.0;
     bool stale = false;
     std::string created_at;
+    std::optional<std::int64_t> launches;         ///< device launches, failed ones included (v5+)
+    std::optional<std::int64_t> failed_launches;  ///< launches that failed, transiently or not
+    std::optional<std::int64_t> retries;          ///< launches repeated after a transient failure
 };
 
 /// Something learnt about the target (doc summary, fitted parameter, microbench result).
@@ -107,6 +116,7 @@ struct StoreSummary {
     std::map<std::string, std::int64_t> designs_by_kernel;
     std::map<std::string, std::int64_t> evaluations_by_verdict;  ///< "stage/verdict" → count
     std::int64_t measurements = 0;
+    std::int64_t failed_launches = 0;  ///< measurement rows whose outcome is not ok
     std::int64_t knowledge_entries = 0;
     std::int64_t knowledge_entries_stale = 0;
     std::int64_t rules = 0;
@@ -138,6 +148,8 @@ public:
     std::vector<DesignRecord> list_designs(const std::string& target, const std::string& kernel);
 
     /// Record an evaluation and its measurements in one transaction; returns the evaluation id.
+    /// Throws Error(invalid_input) for a measurement with an unknown side or outcome, an "ok" one
+    /// without cycles or with an error, or a failed one without its error.
     std::int64_t record_evaluation(const EvaluationRecord& evaluation,
                                    const std::vector<MeasurementRecord>& measurements = {});
     std::vector<EvaluationRecord> list_evaluations(std::int64_t design_id, bool include_stale = false);

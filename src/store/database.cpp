@@ -110,6 +110,27 @@ Value optional_value(const std::optional<std::int64_t>& value) {
 
 Value optional_value(const std::optional<double>& value) { return value ? Value(*value) : Value(nullptr); }
 
+const Value& RowReader::next() {
+    if (m_column_idx >= m_row->size()) {
+        throw Error(ErrorKind::internal,
+                    fmt::format("row mapping reads column {} of a row of {}", m_column_idx + 1, m_row->size()));
+    }
+    return (*m_row)[m_column_idx++];
+}
+
+std::optional<std::string> RowReader::optional_text() {
+    const Value& value = next();
+    if (std::holds_alternative<std::nullptr_t>(value)) return std::nullopt;
+    return as_text(value);
+}
+
+void RowReader::finish() const {
+    if (m_column_idx != m_row->size()) {
+        throw Error(ErrorKind::internal,
+                    fmt::format("row mapping read {} of the row's {} columns", m_column_idx, m_row->size()));
+    }
+}
+
 int current_schema_version() { return migrations().back().version; }
 
 Database Database::open(const std::filesystem::path& file, const Options& options) {

@@ -29,6 +29,28 @@ std::optional<double> as_optional_double(const Value& value);
 Value optional_value(const std::optional<std::int64_t>& value);
 Value optional_value(const std::optional<double>& value);
 
+/// Reads one row's columns in SELECT order, so a mapping names fields, not column indices:
+///   RowReader read(row); record.id = read.integer(); record.name = read.text(); read.finish();
+/// finish() (and reading past the end) throws Error(internal) when the SELECT and the mapping
+/// disagree on the column count.
+class RowReader {
+public:
+    explicit RowReader(const Row& row) : m_row(&row) {}
+    std::int64_t integer() { return as_int(next()); }
+    double real() { return as_double(next()); }
+    std::string text() { return as_text(next()); }
+    bool flag() { return as_int(next()) != 0; }
+    std::optional<std::int64_t> optional_integer() { return as_optional_int(next()); }
+    std::optional<double> optional_real() { return as_optional_double(next()); }
+    std::optional<std::string> optional_text();
+    void finish() const;
+
+private:
+    const Value& next();
+    const Row* m_row;
+    std::size_t m_column_idx = 0;
+};
+
 /// One migration step: the SQL that takes the schema from version-1 to version.
 struct Migration {
     int version;

@@ -7,8 +7,6 @@
 
 namespace npuopt::store {
 
-
-
 void ensure_knowledge_schema(Database& database) {
     auto present = database.query("SELECT count(*) FROM sqlite_master WHERE name = 'kb_fts'");
     if (as_int(present.at(0).at(0)) == 1) return;
@@ -28,18 +26,20 @@ constexpr const char* k_section_select =
     "LEFT JOIN toolchain_versions v ON v.id = s.toolchain_version_id ";
 
 DocSectionRecord section_from_row(const Row& row) {
+    RowReader read(row);
     DocSectionRecord section;
-    section.id = as_int(row[0]);
-    section.target = as_text(row[1]);
-    section.doc_set = as_text(row[2]);
-    section.source_path = as_text(row[3]);
-    section.heading_path = as_text(row[4]);
-    section.ordinal = as_int(row[5]);
-    section.text = as_text(row[6]);
-    section.content_hash = as_text(row[7]);
-    section.toolchain_version = as_text(row[8]);
-    section.stale = as_int(row[9]) != 0;
-    section.created_at = as_text(row[10]);
+    section.id = read.integer();
+    section.target = read.text();
+    section.doc_set = read.text();
+    section.source_path = read.text();
+    section.heading_path = read.text();
+    section.ordinal = read.integer();
+    section.text = read.text();
+    section.content_hash = read.text();
+    section.toolchain_version = read.text();
+    section.stale = read.flag();
+    section.created_at = read.text();
+    read.finish();
     return section;
 }
 
@@ -50,25 +50,27 @@ constexpr const char* k_rule_select =
     "LEFT JOIN toolchain_versions v ON v.id = r.toolchain_version_id ";
 
 KbRuleRecord rule_from_row(const Row& row) {
+    RowReader read(row);
     KbRuleRecord rule;
-    rule.id = as_int(row[0]);
-    rule.target = as_text(row[1]);
-    rule.code = as_text(row[2]);
-    rule.statement = as_text(row[3]);
-    rule.quantity = as_text(row[4]);
-    rule.limit = as_optional_double(row[5]);
-    rule.confidence = as_double(row[6]);
-    rule.toolchain_version = as_text(row[7]);
-    rule.status = as_text(row[8]);
-    rule.stale = as_int(row[9]) != 0;
-    rule.kind = as_text(row[10]);
-    rule.features_json = as_text(row[11]);
-    rule.signature = as_text(row[12]);
-    rule.origin = as_text(row[13]);
-    rule.evidence_count = as_int(row[14]);
-    rule.counter_count = as_int(row[15]);
-    rule.retired_in = as_text(row[16]);
-    rule.created_at = as_text(row[17]);
+    rule.id = read.integer();
+    rule.target = read.text();
+    rule.code = read.text();
+    rule.statement = read.text();
+    rule.quantity = read.text();
+    rule.limit = read.optional_real();
+    rule.confidence = read.real();
+    rule.toolchain_version = read.text();
+    rule.status = read.text();
+    rule.stale = read.flag();
+    rule.kind = read.text();
+    rule.features_json = read.text();
+    rule.signature = read.text();
+    rule.origin = read.text();
+    rule.evidence_count = read.integer();
+    rule.counter_count = read.integer();
+    rule.retired_in = read.text();
+    rule.created_at = read.text();
+    read.finish();
     return rule;
 }
 
@@ -184,16 +186,17 @@ std::optional<DocSummaryRecord> KnowledgeStore::summary_of_section(std::int64_t 
         "WHERE section_id = ? ORDER BY id DESC LIMIT 1",
         {section_id});
     if (rows.empty()) return std::nullopt;
-    const Row& row = rows[0];
+    RowReader read(rows[0]);
     DocSummaryRecord summary;
-    summary.id = as_int(row[0]);
-    summary.section_id = as_int(row[1]);
-    summary.summarizer = as_text(row[2]);
-    summary.text = as_text(row[3]);
-    summary.claims_json = as_text(row[4]);
-    summary.claims_dropped = as_int(row[5]);
-    summary.stale = as_int(row[6]) != 0;
-    summary.created_at = as_text(row[7]);
+    summary.id = read.integer();
+    summary.section_id = read.integer();
+    summary.summarizer = read.text();
+    summary.text = read.text();
+    summary.claims_json = read.text();
+    summary.claims_dropped = read.integer();
+    summary.stale = read.flag();
+    summary.created_at = read.text();
+    read.finish();
     return summary;
 }
 
@@ -355,14 +358,16 @@ std::vector<SearchRow> KnowledgeStore::search(const std::string& target, const s
              "        ON v.id = e.toolchain_version_id WHERE e.id = kb_fts.ref_id) END, '') "
              "FROM kb_fts WHERE kb_fts MATCH ? AND kb_fts.target = ? ORDER BY rank LIMIT ?",
              {fts_query, target, std::int64_t{limit}})) {
+        RowReader read(row);
         SearchRow hit;
-        hit.kind = as_text(row[0]);
-        hit.ref_id = as_int(row[1]);
-        hit.title = as_text(row[2]);
-        hit.snippet = as_text(row[3]);
-        hit.bm25 = as_double(row[4]);
-        hit.stale = as_optional_int(row[5]).value_or(0) != 0;
-        hit.toolchain_version = as_text(row[6]);
+        hit.kind = read.text();
+        hit.ref_id = read.integer();
+        hit.title = read.text();
+        hit.snippet = read.text();
+        hit.bm25 = read.real();
+        hit.stale = read.optional_integer().value_or(0) != 0;
+        hit.toolchain_version = read.text();
+        read.finish();
         hits.push_back(std::move(hit));
     }
     return hits;

@@ -241,6 +241,42 @@ INSERT INTO kb_fts (title, body, kind, ref_id, target)
 SELECT kind || ' ' || key, text || coalesce(' = ' || value, ''), 'fact', id, target FROM knowledge_entries
 WHERE id NOT IN (SELECT ref_id FROM kb_fts WHERE kind = 'fact');
 )sql"},
+        // Every launch is a row, failed ones included: a measurement says which side of a race it ran
+        // (candidate | champion), its outcome (ok | transient | failed) and error, its retry attempt and
+        // race pair; cycles become nullable (a failed launch has none), so the table is rebuilt (SQLite
+        // cannot drop NOT NULL in place). Rows from v4 were all timed launches: outcome 'ok', attempt 0,
+        // side 'champion' where they hang off a champion's race row, else 'candidate'. Evaluations
+        // gain their launch counts (NULL on rows from before v5: not recorded then).
+        {5, "measurements of failed launches (side, outcome, error, attempt, pair); launch counts per evaluation", R"sql(
+CREATE TABLE measurements_v5 (
+    id            INTEGER PRIMARY KEY,
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations (id),
+    launch_order  INTEGER NOT NULL,
+    seed          INTEGER NOT NULL,
+    repeat_idx    INTEGER NOT NULL,
+    cycles        REAL,
+    wall_ms       REAL,
+    side          TEXT NOT NULL DEFAULT 'candidate' CHECK (side IN ('candidate', 'champion')),
+    outcome       TEXT NOT NULL DEFAULT 'ok' CHECK (outcome IN ('ok', 'transient', 'failed')),
+    error         TEXT,
+    attempt       INTEGER NOT NULL DEFAULT 0,
+    pair_idx      INTEGER,
+    UNIQUE (evaluation_id, launch_order, repeat_idx),
+    CHECK ((outcome = 'ok') = (error IS NULL)),
+    CHECK (outcome <> 'ok' OR cycles IS NOT NULL)
+);
+INSERT INTO measurements_v5 (id, evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms, side, outcome, error,
+                             attempt, pair_idx)
+SELECT m.id, m.evaluation_id, m.launch_order, m.seed, m.repeat_idx, m.cycles, m.wall_ms,
+       CASE WHEN e.stage = 'race' AND e.verdict = 'champion' THEN 'champion' ELSE 'candidate' END, 'ok', NULL, 0, NULL
+FROM measurements m LEFT JOIN evaluations e ON e.id = m.evaluation_id;
+DROP TABLE measurements;
+ALTER TABLE measurements_v5 RENAME TO measurements;
+CREATE INDEX measurements_by_outcome ON measurements (evaluation_id, outcome);
+ALTER TABLE evaluations ADD COLUMN launches INTEGER;
+ALTER TABLE evaluations ADD COLUMN failed_launches INTEGER;
+ALTER TABLE evaluations ADD COLUMN retries INTEGER;
+)sql"},
     };
     return k_migrations;
 }

@@ -110,17 +110,24 @@ TEST_CASE("gaming check names are stable") {
     CHECK(gaming_check_name(GamingCheck::order_dependent) == "order_dependent");
 }
 
-TEST_CASE("evaluate_dim: integers / names / products and exact quotients") {
-    const std::map<std::string, std::int64_t> shape{{"hidden", 3840}, {"q_heads", 16}, {"head_dim", 256}};
-    CHECK(evaluate_dim("7", shape) == 7);
-    CHECK(evaluate_dim("hidden", shape) == 3840);
-    CHECK(evaluate_dim("q_heads*head_dim", shape) == 4096);
-    CHECK(evaluate_dim("hidden/16", shape) == 240);
-    CHECK(evaluate_dim("q_heads * head_dim / 2", shape) == 2048);
-    CHECK_THROWS_AS(evaluate_dim("hidden/7", shape), npuopt::Error);
-    CHECK_THROWS_AS(evaluate_dim("ffn", shape), npuopt::Error);
-    CHECK_THROWS_AS(evaluate_dim("hidden*", shape), npuopt::Error);
-    CHECK_THROWS_AS(evaluate_dim("0", shape), npuopt::Error);
+TEST_CASE("kernel_min_bytes names the tensor and dimension it cannot evaluate") {
+    npuopt::config::KernelSpec spec;
+    spec.name = "feedforward";
+    spec.shape = {{"hidden", 3840}};
+    spec.tensors = {{"x", "input", "bf16", {"q_heads*head_dim"}}};
+    CHECK(kernel_min_bytes(spec, {{"q_heads", 16}, {"head_dim", 256}}) == doctest::Approx(4096 * 2));
+    for (const std::string dim : {"hidden/7", "ffn", "hidden*", "0"}) {
+        spec.tensors = {{"x", "input", "bf16", {dim}}};
+        try {
+            kernel_min_bytes(spec, {});
+            FAIL("dimension '" << dim << "' was accepted");
+        } catch (const npuopt::Error& error) {
+            const std::string message = error.what();
+            CHECK(error.kind() == npuopt::ErrorKind::invalid_input);
+            CHECK(message.find("tensor 'x'") != std::string::npos);
+            CHECK(message.find("'" + dim + "'") != std::string::npos);
+        }
+    }
 }
 
 TEST_CASE("kernel_min_bytes counts weights inputs and outputs at their dtype widths and skips state") {

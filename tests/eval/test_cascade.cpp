@@ -149,7 +149,7 @@ TEST_CASE("a compile error is mined into a rule that rejects the next design bef
     CHECK(third.accepted);
 }
 
-TEST_CASE("the estimate stage skips designs predicted far slower, except for the exploration allowance") {
+TEST_CASE("the estimate stage skips designs predicted far slower except for the exploration allowance") {
     Campaign campaign;
     CascadeConfig config = quick_config();
     config.exploration_allowance = 0.0;
@@ -216,6 +216,77 @@ TEST_CASE("transient failures are retried and counted in the reason") {
     bool counted = false;
     for (const auto& stage : outcome.stages) counted = counted || stage.reason.find("transient") != std::string::npos;
     CHECK(counted);
+}
+
+TEST_CASE("a race against a flaky candidate records every launch with its side and error") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Candidate flaky = campaign.design("flaky", 9000);  // every third launch fails transiently
+    const Outcome outcome = cascade.evaluate(flaky, champion, campaign.kernel());
+    INFO(outcome.final_reason);
+    REQUIRE(outcome.stages.back().stage == Stage::race);
+    CHECK(outcome.accepted);
+
+    const auto race = stage_row(campaign.evaluations(flaky), "race");
+    const auto champion_race = stage_row(campaign.evaluations(champion.candidate), "race");
+    REQUIRE(race);
+    REQUIRE(champion_race);
+    const auto candidate_rows = campaign.store.list_measurements(race->id);
+    const auto champion_rows = campaign.store.list_measurements(champion_race->id);
+    std::int64_t failed = 0;
+    std::int64_t retried = 0;
+    for (const auto& row : candidate_rows) {
+        CHECK(row.side == "candidate");
+        REQUIRE(row.pair_idx.has_value());
+        if (row.outcome != "ok") {
+            ++failed;
+            CHECK(row.outcome == "transient");
+            REQUIRE(row.error.has_value());
+            CHECK(row.error->find("device busy") != std::string::npos);
+            CHECK_FALSE(row.cycles);
+            // the pair is launched again with the same seed, one attempt later
+            const bool retried_later = std::any_of(candidate_rows.begin(), candidate_rows.end(), [&](const auto& other) {
+                return other.pair_idx == row.pair_idx && other.attempt == row.attempt + 1 && other.seed == row.seed;
+            });
+            CHECK(retried_later);
+        } else {
+            CHECK(row.cycles.has_value());
+            CHECK_FALSE(row.error);
+        }
+        retried += row.attempt > 0 ? 1 : 0;
+    }
+    for (const auto& row : champion_rows) {
+        CHECK(row.side == "champion");
+        CHECK(row.outcome == "ok");  // the honest champion never fails
+        retried += row.attempt > 0 ? 1 : 0;
+    }
+    CHECK(failed > 0);
+    // both sides of a retried pair launch again; the stage's counts are the rows' counts
+    CHECK(race->launches == std::optional<std::int64_t>(static_cast<std::int64_t>(candidate_rows.size() + champion_rows.size())));
+    CHECK(race->failed_launches == std::optional<std::int64_t>(failed));
+    CHECK(race->retries == std::optional<std::int64_t>(retried));
+    CHECK(retried == 2 * failed);
+    CHECK(champion_race->launches == race->launches);
+    CHECK(race->reason.find(fmt::format("{} failed, {} retried", failed, retried)) != std::string::npos);
+    CHECK(outcome.stages.back().failed_launches == failed);
+
+    // launch order interleaves both sides without gaps
+    std::vector<std::int64_t> orders;
+    for (const auto& row : candidate_rows) orders.push_back(row.launch_order);
+    for (const auto& row : champion_rows) orders.push_back(row.launch_order);
+    std::sort(orders.begin(), orders.end());
+    for (std::size_t index = 0; index < orders.size(); ++index) CHECK(orders[index] == static_cast<std::int64_t>(index));
+
+    // the single-design stages keep their failed launches too
+    std::int64_t failed_rows = 0;
+    std::int64_t failed_counted = 0;
+    for (const auto& evaluation : campaign.evaluations(flaky)) {
+        for (const auto& row : campaign.store.list_measurements(evaluation.id)) failed_rows += row.outcome != "ok" ? 1 : 0;
+        failed_counted += evaluation.failed_launches.value_or(0);
+    }
+    CHECK(failed_rows == failed_counted);
+    CHECK(failed_rows > failed);
 }
 
 TEST_CASE("a device error in the correctness stage fails it and names the error") {

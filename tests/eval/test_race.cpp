@@ -53,7 +53,7 @@ TEST_CASE("the pending pair is handed out again until it is recorded") {
     CHECK_THROWS_AS(race.record_pair(stale, timed(1.0, 1.0)), npuopt::Error);
 }
 
-TEST_CASE("a transient failure is counted, recorded and the same pair retried") {
+TEST_CASE("a transient failure is counted and recorded and the same pair retried") {
     Race race(small_design(), RaceConfig{2, 3, 10});
     const PairPlan plan = *race.next_pair();
     race.record_pair(plan, {LaunchResult::timed(1.0), LaunchResult::failed("device busy", true)});
@@ -77,7 +77,7 @@ TEST_CASE("a transient failure is counted, recorded and the same pair retried") 
     CHECK(race.log_ratios().size() == 1);
 }
 
-TEST_CASE("too many retries of one pair end the race inconclusive, marked aborted") {
+TEST_CASE("too many retries of one pair end the race inconclusive and marked aborted") {
     Race race(small_design(), RaceConfig{3, 2, 10});
     for (int attempt = 0; attempt < 3; ++attempt) {
         const PairPlan plan = *race.next_pair();
@@ -92,7 +92,7 @@ TEST_CASE("too many retries of one pair end the race inconclusive, marked aborte
     CHECK(race.observations().size() == 6);
 }
 
-TEST_CASE("a persistent candidate failure rejects; an impossible time is such a failure") {
+TEST_CASE("a persistent candidate failure rejects and an impossible time is such a failure") {
     Race race(small_design(), RaceConfig{4, 3, 10});
     race.record_pair(*race.next_pair(), timed(1.0, 0.98));
     race.record_pair(*race.next_pair(), timed(1.0, 0.0));

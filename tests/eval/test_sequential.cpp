@@ -130,7 +130,7 @@ TEST_CASE("bad configurations are refused with the field named") {
     CHECK_THROWS_AS(make_sequential_design(config), npuopt::Error);
 }
 
-TEST_CASE("signed-rank statistic: mid-ranks for ties, zeros contribute nothing") {
+TEST_CASE("signed-rank statistic: mid-ranks for ties and zeros contribute nothing") {
     // |x| ranks 1 2 3 4, all positive: (1+2+3+4) / sqrt(30).
     CHECK(signed_rank_z(std::vector<double>{0.1, 0.2, 0.3, 0.4}) == doctest::Approx(10.0 / std::sqrt(30.0)));
     CHECK(signed_rank_z(std::vector<double>{-0.1, 0.1}) == doctest::Approx(0.0));
@@ -166,7 +166,7 @@ TEST_CASE("a slower candidate is rejected early and the test then refuses more p
     CHECK_THROWS_AS(SequentialTest(default_design()).add_log_ratio(std::nan("")), npuopt::Error);
 }
 
-TEST_CASE("identical designs end inconclusive or rejected, never accepted, at the cap") {
+TEST_CASE("identical designs end inconclusive or rejected and never accepted at the cap") {
     // Perfectly balanced A/A data: Z_accept stays below any boundary.
     std::vector<double> log_ratios;
     for (int pair = 0; pair < 30; ++pair) log_ratios.push_back(pair % 2 == 0 ? 0.004 : -0.004);
@@ -211,7 +211,7 @@ TEST_CASE("Monte-Carlo operating characteristics on a noisy device with outliers
     CHECK(one.reject_rate <= 0.10 + 0.04);  // beta at exactly min_effect, with Monte-Carlo slack
 }
 
-TEST_CASE("strict preset: alpha 0.01, min_pairs 8, still accepts a 3% improvement") {
+TEST_CASE("strict preset: alpha 0.01 and min_pairs 8 still accept a 3% improvement") {
     const auto design = std::make_shared<const SequentialDesign>(make_sequential_design(SequentialConfig::strict()));
     CHECK(design->looks.front() == 8);
     CHECK(design->accept_spent.back() <= 0.01);

@@ -105,7 +105,7 @@ TEST_CASE("a database at schema v1 migrates to the current version keeping its r
     CHECK(store.database().integrity_check() == "ok");
 }
 
-TEST_CASE("a database newer than this binary is refused; a missing one is not created when asked not to") {
+TEST_CASE("a database newer than this binary is refused and a missing one is not created when asked not to") {
     ScratchDb scratch;
     {
         auto database = Database::open(scratch.file());
@@ -267,4 +267,173 @@ TEST_CASE("typed accessors round-trip their records") {
     CHECK(summary.rules_stale == 1);
     CHECK(summary.events == 2);
     CHECK(summary.meta.at("target") == "npu-sim2");
+}
+
+TEST_CASE("a v4 database upgrades to v5 keeping every row and race rows get their side") {
+    ScratchDb scratch;
+    std::int64_t champion_id = 0;
+    std::int64_t candidate_id = 0;
+    {
+        auto store = CampaignStore::open(scratch.file(), options_migrate_to(4));
+        REQUIRE(store.database().schema_version() == 4);
+        candidate_id = store.record_design(sample_design("candidate"));
+        champion_id = store.record_design(sample_design("champion"));
+        auto& database = store.database();
+        // v4 rows written as a v4 binary wrote them (no v5 columns exist yet)
+        const char* insert_evaluation =
+            "INSERT INTO evaluations (id, design_id, bench_config_hash, stage, verdict, reason, secs, created_at) "
+            "VALUES (?, ?, 'b', ?, ?, 'why', 1.5, 'then')";
+        database.execute(insert_evaluation, {std::int64_t{1}, candidate_id, std::string("correctness"), std::string("pass")});
+        database.execute(insert_evaluation, {std::int64_t{2}, candidate_id, std::string("race"), std::string("accept")});
+        database.execute(insert_evaluation, {std::int64_t{3}, champion_id, std::string("race"), std::string("champion")});
+        const char* insert_measurement =
+            "INSERT INTO measurements (evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms) "
+            "VALUES (?, ?, ?, 0, ?, ?)";
+        for (std::int64_t launch = 0; launch < 4; ++launch) {
+            database.execute(insert_measurement, {std::int64_t{1}, launch, 100 + launch, 1000.0 + static_cast<double>(launch), 2.5});
+        }
+        for (std::int64_t launch = 0; launch < 6; ++launch) {
+            const std::int64_t evaluation_id = launch % 2 == 0 ? 3 : 2;  // champion first on pair 0
+            database.execute(insert_measurement,
+                             {evaluation_id, launch, 200 + launch / 2, 900.0 + static_cast<double>(launch), nullptr});
+        }
+        KnowledgeEntry entry;
+        entry.target = "npu-sim";
+        entry.kind = "hw_param";
+        entry.key = "dma_startup_cycles";
+        entry.value = 498.0;
+        store.record_knowledge(entry);
+        store.record_event("campaign_created");
+        REQUIRE(count_rows(database, "measurements") == 10);
+    }
+    auto store = CampaignStore::open(scratch.file());
+    auto& database = store.database();
+    CHECK(database.schema_version() == current_schema_version());
+    CHECK(current_schema_version() >= 5);
+    CHECK(database.integrity_check() == "ok");
+    CHECK(database.query("PRAGMA foreign_key_check").empty());
+    CHECK(count_rows(database, "measurements") == 10);
+    CHECK(count_rows(database, "evaluations") == 3);
+    CHECK(count_rows(database, "knowledge_entries") == 1);
+    CHECK(count_rows(database, "events") == 1);
+
+    const auto correctness = store.list_measurements(1);
+    REQUIRE(correctness.size() == 4);
+    for (std::size_t launch = 0; launch < correctness.size(); ++launch) {
+        CHECK(correctness[launch].launch_order == static_cast<std::int64_t>(launch));
+        CHECK(correctness[launch].seed == 100 + static_cast<std::int64_t>(launch));
+        CHECK(correctness[launch].cycles == std::optional<double>(1000.0 + static_cast<double>(launch)));
+        CHECK(correctness[launch].wall_ms == std::optional<double>(2.5));
+        CHECK(correctness[launch].side == "candidate");
+        CHECK(correctness[launch].outcome == "ok");
+        CHECK_FALSE(correctness[launch].error);
+        CHECK(correctness[launch].attempt == 0);
+        CHECK_FALSE(correctness[launch].pair_idx);
+    }
+    const auto candidate_race = store.list_measurements(2);
+    const auto champion_race = store.list_measurements(3);
+    REQUIRE(candidate_race.size() == 3);
+    REQUIRE(champion_race.size() == 3);
+    for (const auto& row : candidate_race) CHECK(row.side == "candidate");
+    for (const auto& row : champion_race) CHECK(row.side == "champion");
+    CHECK(champion_race[1].launch_order == 2);
+    CHECK(champion_race[1].cycles == std::optional<double>(902.0));
+    CHECK_FALSE(champion_race[1].wall_ms);
+
+    const auto evaluations = store.list_evaluations(candidate_id);
+    REQUIRE(evaluations.size() == 2);
+    CHECK(evaluations[1].reason == "why");
+    CHECK(evaluations[1].secs == 1.5);
+    CHECK_FALSE(evaluations[1].launches);  // not counted before v5
+    CHECK_FALSE(evaluations[1].failed_launches);
+    CHECK_FALSE(evaluations[1].retries);
+    // the knowledge base index still follows its sources after the table rebuild
+    CHECK(as_int(database.query("SELECT COUNT(*) FROM kb_fts WHERE kind = 'fact'").at(0).at(0)) == 1);
+}
+
+TEST_CASE("failed launches are stored with their side outcome error and attempt") {
+    ScratchDb scratch;
+    auto store = CampaignStore::open(scratch.file());
+    const std::int64_t design_id = store.record_design(sample_design());
+    EvaluationRecord evaluation = make_evaluation(design_id, "race", "accept");
+    evaluation.launches = 3;
+    evaluation.failed_launches = 1;
+    evaluation.retries = 1;
+    MeasurementRecord failed;
+    failed.launch_order = 0;
+    failed.seed = 5;
+    failed.side = "champion";
+    failed.outcome = "transient";
+    failed.error = "transient: device busy";
+    failed.pair_idx = 0;
+    MeasurementRecord retried = make_measurement(1, 5, 1234.0);
+    retried.side = "champion";
+    retried.attempt = 1;
+    retried.pair_idx = 0;
+    MeasurementRecord candidate = make_measurement(2, 5, 1100.0);
+    candidate.attempt = 1;
+    candidate.pair_idx = 0;
+    const std::int64_t evaluation_id = store.record_evaluation(evaluation, {failed, retried, candidate});
+
+    const auto rows = store.list_measurements(evaluation_id);
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[0].outcome == "transient");
+    CHECK(rows[0].error == std::optional<std::string>("transient: device busy"));
+    CHECK_FALSE(rows[0].cycles);
+    CHECK(rows[0].side == "champion");
+    CHECK(rows[0].pair_idx == std::optional<std::int64_t>(0));
+    CHECK(rows[1].attempt == 1);
+    CHECK(rows[1].cycles == std::optional<double>(1234.0));
+    CHECK(rows[2].side == "candidate");
+    const auto stored = store.list_evaluations(design_id);
+    REQUIRE(stored.size() == 1);
+    CHECK(stored[0].launches == std::optional<std::int64_t>(3));
+    CHECK(stored[0].failed_launches == std::optional<std::int64_t>(1));
+    CHECK(stored[0].retries == std::optional<std::int64_t>(1));
+    CHECK(store.summarize().failed_launches == 1);
+
+    // rows the schema would refuse are named before anything is written
+    auto refused = [&](MeasurementRecord bad, const std::string& words) {
+        try {
+            store.record_evaluation(evaluation, {bad});
+            FAIL("accepted a measurement that should be refused: " << words);
+        } catch (const Error& error) {
+            CHECK(error.kind() == ErrorKind::invalid_input);
+            CHECK(std::string(error.what()).find(words) != std::string::npos);
+        }
+    };
+    MeasurementRecord bad_side = make_measurement(0, 1, 10.0);
+    bad_side.side = "both";
+    refused(bad_side, "side 'both'");
+    MeasurementRecord ok_without_cycles;
+    refused(ok_without_cycles, "outcome ok without cycles");
+    MeasurementRecord failed_without_error;
+    failed_without_error.outcome = "failed";
+    refused(failed_without_error, "outcome failed without its error");
+    MeasurementRecord bad_outcome = make_measurement(0, 1, 10.0);
+    bad_outcome.outcome = "maybe";
+    refused(bad_outcome, "outcome 'maybe'");
+    CHECK(count_rows(store.database(), "evaluations") == 1);
+    CHECK(count_rows(store.database(), "measurements") == 3);
+    // and the schema itself refuses them when written around the accessor
+    CHECK_THROWS_AS(store.database().execute("INSERT INTO measurements (evaluation_id, launch_order, seed, repeat_idx, "
+                                             "outcome) VALUES (?, 9, 0, 0, 'transient')",
+                                             {evaluation_id}),
+                    Error);
+    CHECK_THROWS_AS(store.database().execute("INSERT INTO measurements (evaluation_id, launch_order, seed, repeat_idx) "
+                                             "VALUES (?, 9, 0, 0)",
+                                             {evaluation_id}),
+                    Error);
+}
+
+TEST_CASE("RowReader reads columns in order and refuses a mapping of the wrong width") {
+    const Row row{std::int64_t{7}, std::string("text"), nullptr, 2.5};
+    RowReader read(row);
+    CHECK(read.integer() == 7);
+    CHECK(read.text() == "text");
+    CHECK_FALSE(read.optional_text());
+    CHECK_THROWS_AS(read.finish(), Error);  // one column left
+    CHECK(read.real() == 2.5);
+    read.finish();
+    CHECK_THROWS_AS(read.integer(), Error);  // past the end
 }
