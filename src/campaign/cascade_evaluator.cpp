@@ -16,6 +16,10 @@ double CascadeEvaluator::speed_of_light_cycles(const eval::KernelContext& kernel
     return m_cascade->speed_of_light_cycles(kernel);
 }
 
+void CascadeEvaluator::set_strict(bool strict) {
+    m_cascade->set_config(strict ? eval::CascadeConfig::strict(m_configured) : m_configured);
+}
+
 std::string CascadeEvaluator::toolchain_version(std::string* why) {
     target::VersionResult version = m_toolchain->version();
     if (version.call.status != target::CallStatus::ok || version.version.empty()) {

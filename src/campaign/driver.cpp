@@ -146,6 +146,7 @@ struct CampaignDriver::Impl {
     double wall_secs_before = 0.0;
     Clock::time_point run_start;
     std::int64_t steps_this_run = 0;
+    bool strict_phase = false;           ///< the evaluator runs its strict preset (campaign age ≥ strict_after)
     std::int64_t device_runs_this_run = 0;
     std::string toolchain_version;
 
@@ -653,6 +654,15 @@ struct CampaignDriver::Impl {
         transaction.commit();
     }
 
+    /// Late in the campaign (age ≥ strict_after) the evaluator switches to its strict preset: a
+    /// false champion costs more the less budget is left to undo it. Recorded as an event.
+    void enter_strict_phase_when_due() {
+        if (strict_phase || options.strict_after >= 1.0 || age() < options.strict_after) return;
+        strict_phase = true;
+        evaluator->set_strict(true);
+        emit("acceptance_strict", {{"age", age()}, {"strict_after", options.strict_after}, {"step", step}});
+    }
+
     void set_run_state(const std::string& state, const std::string& stop_reason) {
         trees().set_state("run", nlohmann::json{{"state", state},
                                                 {"pid", static_cast<std::int64_t>(::getpid())},
@@ -759,6 +769,7 @@ struct CampaignDriver::Impl {
                                              options.wall_budget_secs);
                 break;
             }
+            enter_strict_phase_when_due();
             KernelRuntime* kernel = pick_kernel();
             if (!kernel) {
                 bool any_champion = std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k->champion.has_value(); });

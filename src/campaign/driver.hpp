@@ -60,7 +60,9 @@ struct CampaignOptions {
     double wall_budget_secs = 7200.0;     ///< whole campaign, across resumed runs
     std::int64_t device_run_budget = 2000;
     std::int64_t llm_token_budget = 0;    ///< reserved for LLM-backed roles
-    int revalidate_every_accepts = 5;     ///< re-race the champion against its predecessor
+    int revalidate_every_accepts = 5;     ///< re-race the champion against its predecessor (0: only after
+                                          ///< a toolchain change)
+    double strict_after = 0.75;           ///< campaign age (share of the budget) from which acceptance is strict
     std::optional<std::int64_t> max_steps;///< stop this run after so many steps (tests, demos)
     std::function<void(const Progress&)> progress;
     bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock

@@ -24,23 +24,28 @@ public:
     virtual double speed_of_light_cycles(const eval::KernelContext& kernel) = 0;
     /// The toolchain's version ("" when it is missing; `why` says why).
     virtual std::string toolchain_version(std::string* why = nullptr) = 0;
+    /// Late in a campaign the driver asks for stricter acceptance (smaller alpha, more runs per
+    /// race, a tighter screen); false returns to the configured settings.
+    virtual void set_strict(bool strict) { (void)strict; }
 };
 
 /// The real cascade behind the Evaluator interface.
 class CascadeEvaluator final : public Evaluator {
 public:
     CascadeEvaluator(eval::Cascade& cascade, const target::Toolchain& toolchain)
-        : m_cascade(&cascade), m_toolchain(&toolchain) {}
+        : m_cascade(&cascade), m_toolchain(&toolchain), m_configured(cascade.config()) {}
     eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
                            const eval::KernelContext& kernel) override;
     eval::Outcome revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
                              const eval::KernelContext& kernel) override;
     double speed_of_light_cycles(const eval::KernelContext& kernel) override;
     std::string toolchain_version(std::string* why = nullptr) override;
+    void set_strict(bool strict) override;
 
 private:
     eval::Cascade* m_cascade;
     const target::Toolchain* m_toolchain;
+    eval::CascadeConfig m_configured;  ///< the campaign's settings; strict() is derived from them
 };
 
 }  // namespace npuopt::campaign

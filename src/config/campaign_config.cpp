@@ -95,7 +95,8 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
         }
     }
     if (top.has("acceptance")) {
-        Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race"});
+        Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race",
+                                                          "revalidate_every_accepts", "strict_after"});
         config.acceptance.alpha = acceptance.number_or("alpha", config.acceptance.alpha);
         if (!(config.acceptance.alpha > 0 && config.acceptance.alpha < 0.5)) {
             acceptance.fail_at("alpha", "expected a probability between 0 and 0.5 (e.g. 0.05)");
@@ -108,6 +109,16 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
             acceptance.integer_or("max_runs_per_race", config.acceptance.max_runs_per_race);
         if (config.acceptance.max_runs_per_race < 2) {
             acceptance.fail_at("max_runs_per_race", "expected an integer >= 2 (runs are paired)");
+        }
+        config.acceptance.revalidate_every_accepts =
+            acceptance.integer_or("revalidate_every_accepts", config.acceptance.revalidate_every_accepts);
+        if (config.acceptance.revalidate_every_accepts < 0) {
+            acceptance.fail_at("revalidate_every_accepts",
+                               "expected an integer >= 0 (0: re-validate only after a toolchain change)");
+        }
+        config.acceptance.strict_after = acceptance.number_or("strict_after", config.acceptance.strict_after);
+        if (!(config.acceptance.strict_after >= 0 && config.acceptance.strict_after <= 1)) {
+            acceptance.fail_at("strict_after", "expected a share of the budget in [0, 1] (1: never strict)");
         }
     }
     if (top.has("llm")) {
@@ -192,6 +203,8 @@ acceptance:
   alpha: {alpha}           # false-accept rate
   min_effect: {min_effect}      # minimum speedup worth accepting (0.01 = 1 %)
   max_runs_per_race: {max_runs}  # paired runs before a race gives up
+  revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
+  strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
 
 # Optional LLM (OpenAI-compatible chat API). Without it every role uses its deterministic policy.
 llm:
@@ -208,7 +221,9 @@ llm:
         fmt::arg("memory_mb", defaults.sandbox.memory_mb), fmt::arg("cpu_secs", defaults.sandbox.cpu_secs),
         fmt::arg("file_mb", defaults.sandbox.file_mb), fmt::arg("processes", defaults.sandbox.processes),
         fmt::arg("alpha", defaults.acceptance.alpha), fmt::arg("min_effect", defaults.acceptance.min_effect),
-        fmt::arg("max_runs", defaults.acceptance.max_runs_per_race), fmt::arg("api_key_env", defaults.llm.api_key_env));
+        fmt::arg("max_runs", defaults.acceptance.max_runs_per_race),
+        fmt::arg("revalidate", defaults.acceptance.revalidate_every_accepts),
+        fmt::arg("strict_after", defaults.acceptance.strict_after), fmt::arg("api_key_env", defaults.llm.api_key_env));
 }
 
 }  // namespace npuopt::config

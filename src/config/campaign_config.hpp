@@ -35,6 +35,9 @@ struct AcceptanceConfig {
     double alpha = 0.05;                 ///< false-accept rate of the sequential test
     double min_effect = 0.01;            ///< minimum speedup to accept (0.01 = 1 %)
     std::int64_t max_runs_per_race = 16; ///< paired runs before a race gives up
+    std::int64_t revalidate_every_accepts = 5;  ///< re-race the champion against its predecessor (0: only
+                                                ///< after a toolchain change)
+    double strict_after = 0.75;          ///< share of the budget after which the strict preset applies (1: never)
 };
 
 /// OpenAI-compatible LLM endpoint; the key is read from the variable named by api_key_env.

@@ -194,8 +194,11 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
     if (overrides.budget_minutes) driver_options.wall_budget_secs = before.wall_secs_used + *overrides.budget_minutes * 60.0;
     if (overrides.device_runs) driver_options.device_run_budget = before.device_runs_used + *overrides.device_runs;
     driver_options.llm_token_budget = workspace.campaign.budgets.llm_tokens;
+    driver_options.revalidate_every_accepts = static_cast<int>(workspace.campaign.acceptance.revalidate_every_accepts);
+    driver_options.strict_after = workspace.campaign.acceptance.strict_after;
     driver_options.max_steps = overrides.max_steps;
     driver_options.progress = overrides.progress;
+    driver_options.stop_requested = overrides.stop_requested;
 
     search::RuleCheck rule_check = [&rules](const std::map<std::string, double>& quantities) -> std::optional<std::string> {
         auto violations = rules.check_quantities(quantities);

@@ -66,6 +66,7 @@ struct RunOverrides {
     std::optional<std::int64_t> device_runs;  ///< more device runs, from now
     std::optional<std::int64_t> max_steps;
     std::function<void(const campaign::Progress&)> progress;
+    std::function<bool()> stop_requested;     ///< empty: SIGINT/SIGTERM (core/interrupt)
 };
 
 /// Run or resume the campaign (the driver with the workspace's toolchain and cascade).

@@ -60,6 +60,9 @@ struct FakeEvaluator final : campaign::Evaluator {
     std::string version = "fake 1.0";
     std::function<void(int)> on_evaluate;
     int evaluations = 0;
+    int revalidations = 0;
+    std::int64_t device_runs = 0;                              ///< reported so far
+    std::vector<std::pair<std::int64_t, bool>> strict_calls;  ///< (device runs so far, strict)
 
     eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
                            const eval::KernelContext&) override {
@@ -95,16 +98,19 @@ struct FakeEvaluator final : campaign::Evaluator {
                       outcome.accepted ? "faster" : "not faster by 1%");
             }
         }
+        device_runs += outcome.device_runs;
         if (on_evaluate) on_evaluate(evaluations);
         return outcome;
     }
     eval::Outcome revalidate(const eval::Champion&, const eval::Champion&, const eval::KernelContext&) override {
+        revalidations += 1;
         eval::Outcome outcome;
         outcome.accepted = true;
         outcome.device_runs = 2;
         return outcome;
     }
     double speed_of_light_cycles(const eval::KernelContext&) override { return 1048576.0 / 1000.0; }
+    void set_strict(bool strict) override { strict_calls.emplace_back(device_runs, strict); }
     std::string toolchain_version(std::string* why) override {
         if (version.empty() && why) *why = "npuc not found on PATH or in the target's search paths";
         return version;
@@ -384,5 +390,56 @@ TEST_CASE("a missing toolchain a broken template and a hanging kernel are record
             }
         }
         CHECK(hung >= 1);
+    }
+}
+
+TEST_CASE("acceptance turns strict once the campaign has spent its configured share of the budget") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator evaluator;
+    auto options = toy_options(dir.path);
+    options.device_run_budget = 40;  // strict once 32 of the 40 runs are spent, before the next step
+    options.strict_after = 0.8;
+    options.revalidate_every_accepts = 0;  // re-validation runs would move the threshold
+    auto result = run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(result.stop == campaign::StopReason::device_budget);
+    REQUIRE(evaluator.strict_calls.size() == 1);
+    CHECK(evaluator.strict_calls[0].second);
+    CHECK(evaluator.strict_calls[0].first >= 32);
+    CHECK(evaluator.strict_calls[0].first < 32 + 4);  // no evaluation reports more than 4 runs
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    auto events = store.list_events(1000);
+    CHECK(std::count_if(events.begin(), events.end(), [](const auto& event) { return event.kind == "acceptance_strict"; }) == 1);
+
+    // strict_after = 1 never turns strict.
+    ScratchDir other("campaign-never");
+    FakeEvaluator never;
+    auto never_options = toy_options(other.path);
+    never_options.device_run_budget = 40;
+    never_options.strict_after = 1.0;
+    never_options.revalidate_every_accepts = 0;
+    run_toy(other.path, templates.path, never, never_options);
+    CHECK(never.strict_calls.empty());
+}
+
+TEST_CASE("the champion is re-validated every configured number of accepts and never with 0") {
+    ScratchDir templates("templates");
+    auto accepts_in = [](store::CampaignStore& store) {
+        auto tree = search::load_tree(store, "toy");
+        return static_cast<int>(tree.champion_path.size()) - 1;  // the baseline is no accept
+    };
+    for (int every : {0, 1, 2}) {
+        CAPTURE(every);
+        ScratchDir dir("campaign-reval");
+        test::write_toy_templates(templates.path);
+        FakeEvaluator evaluator;
+        auto options = toy_options(dir.path);
+        options.revalidate_every_accepts = every;
+        run_toy(dir.path, templates.path, evaluator, options);
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        int accepts = accepts_in(store);
+        REQUIRE(accepts >= 2);
+        CHECK(evaluator.revalidations == (every == 0 ? 0 : accepts / every));
     }
 }

@@ -23,6 +23,8 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK_FALSE(campaign.toolchain_bin);
     CHECK(campaign.acceptance.alpha == doctest::Approx(defaults.acceptance.alpha));
     CHECK(campaign.acceptance.max_runs_per_race == defaults.acceptance.max_runs_per_race);
+    CHECK(campaign.acceptance.revalidate_every_accepts == defaults.acceptance.revalidate_every_accepts);
+    CHECK(campaign.acceptance.strict_after == doctest::Approx(defaults.acceptance.strict_after));
     CHECK(campaign.llm.api_key_env == "OPENAI_API_KEY");
     CHECK(campaign.dir == scratch.path());
 }
@@ -89,6 +91,14 @@ TEST_CASE("campaign.yaml errors name file:line and the key") {
     SUBCASE("alpha out of range") {
         std::string message = load("target: t\nacceptance: {alpha: 2}\n");
         CHECK(message.find("'acceptance.alpha'") != std::string::npos);
+    }
+    SUBCASE("strict_after out of range") {
+        std::string message = load("target: t\nacceptance: {strict_after: 1.5}\n");
+        CHECK(message.find("'acceptance.strict_after'") != std::string::npos);
+    }
+    SUBCASE("a negative re-validation interval") {
+        std::string message = load("target: t\nacceptance: {revalidate_every_accepts: -1}\n");
+        CHECK(message.find("'acceptance.revalidate_every_accepts'") != std::string::npos);
     }
 }
 

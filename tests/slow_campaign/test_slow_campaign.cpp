@@ -1,20 +1,26 @@
-// End to end on the real simulator: a short campaign on attention_output through run_campaign
+// End to end on the real simulator: a short campaign on attention_output through report::run_workspace
 // (toolchain, sandbox, cascade, driver). Skipped (with a message) when npuc is not built:
 //   tools/npu-sim/build.sh build-camp/npu-sim build-camp/cargo
 // or point NPUOPT_NPUC at an npuc binary.
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "campaign/runner.hpp"
+#include "report/workspace.hpp"
 #include "search/tree.hpp"
 #include "store/campaign_store.hpp"
+#include "store/database.hpp"
 #include "store/tree_store.hpp"
 
 using namespace npuopt;
@@ -45,11 +51,15 @@ TEST_CASE("a short campaign on the simulator improves attention_output and resum
             "toolchain: {{bin: {}}}\n",
             std::filesystem::absolute(npuc).string());
     }
+    store::CampaignStore::open(dir / "campaign.db");  // what `npuopt init` creates beside campaign.yaml
     std::vector<campaign::Progress> updates;
-    campaign::RunOptions options;
+    report::RunOverrides options;
     options.max_steps = 4;
     options.progress = [&](const campaign::Progress& progress) { updates.push_back(progress); };
-    auto first = campaign::run_campaign(dir, options);
+    auto first = [&] {
+        auto workspace = report::open_workspace(dir, std::nullopt);
+        return report::run_workspace(workspace, options);
+    }();
     INFO(first.message);
     CHECK(first.stop == campaign::StopReason::step_limit);
     REQUIRE(first.kernels.size() == 1);
@@ -58,7 +68,10 @@ TEST_CASE("a short campaign on the simulator improves attention_output and resum
     REQUIRE(first.kernels[0].champion_cycles.has_value());
 
     options.max_steps = 3;
-    auto second = campaign::run_campaign(dir, options);
+    auto second = [&] {
+        auto workspace = report::open_workspace(dir, std::nullopt);
+        return report::run_workspace(workspace, options);
+    }();
     CHECK(second.steps_this_run == 3);
     auto store = store::CampaignStore::open(dir / "campaign.db");
     auto tree = search::load_tree(store, "attention_output");
