@@ -1,6 +1,8 @@
-// Probe: one DMA engine, HBM -> DM. ${commands} commands back to back, each moving ${bytes}
-// bytes in ${packet}-byte packets. Measures the per-command startup, the per-packet overhead and
-// the engine's bandwidth: cycles / commands = startup + packets * overhead + bytes / bandwidth.
+// Probe: one DMA engine, HBM -> DM. ${commands} commands, each waited on before the next is
+// issued (a command queued behind another may have its startup hidden under that transfer),
+// each moving ${bytes} bytes in ${packet}-byte packets. Measures the per-command startup, the
+// per-packet overhead and the engine's bandwidth:
+// cycles / commands = startup + packets * overhead + bytes / bandwidth.
 use npu::*;
 
 fn probe(k: &mut Ctx) {
@@ -10,11 +12,10 @@ fn probe(k: &mut Ctx) {
     let src = k.hbm_alloc(buffer as u64);
     let dst = k.dm_alloc(0, buffer);
     let e = engine(0, 0);
-    let mut last = None;
     for _ in 0..commands {
         let seq = [lp(outer, 0, 0), lp(buffer / packet, packet as i64, packet as i64)];
-        last = Some(k.dma(e, src.at(0), dst.at(0), packet, &seq));
+        let t = k.dma(e, src.at(0), dst.at(0), packet, &seq);
+        k.wait(t);
     }
-    k.wait(last.unwrap()); // one engine runs its commands in order
 }
 npu::kernels! { ${kernel} => probe }
