@@ -12,6 +12,12 @@
 // (noise, outliers, drift and transient failures as shipped).
 //
 // Usage: acceptance [--json] [--aa N] [--races N] [--jobs N] [--npuc PATH] [--seed S] [--work DIR]
+//                   [--source DIR] [--device-slots N]
+//   --source DIR        the npuopt source tree to read the profile, baseline and target.yaml from
+//                       (default: the one this binary was built from)
+//   --device-slots N    max_concurrent_runs in the racing copy of the profile (default: the
+//                       profile's). Only wall time changes: the slots queue launches, the noise
+//                       and cycles do not depend on them. Use with --jobs N on a machine with cores.
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -54,12 +60,16 @@ struct Options {
     std::uint64_t seed = 20261129;
     fs::path npuc;
     fs::path work;
+    fs::path source = NPUOPT_SOURCE_DIR;
+    int device_slots = 0;  ///< 0: the profile's max_concurrent_runs
+    std::string command;
     std::map<std::string, std::int64_t> shape{{"hidden", 256}, {"q_heads", 2}, {"head_dim", 64}};
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
     std::cerr << "acceptance: error: " << message
-              << "\nusage: acceptance [--json] [--aa N] [--races N] [--jobs N] [--npuc PATH] [--seed S] [--work DIR]\n";
+              << "\nusage: acceptance [--json] [--aa N] [--races N] [--jobs N] [--npuc PATH] [--seed S] [--work DIR] "
+                 "[--source DIR] [--device-slots N]\n";
     std::exit(2);
 }
 
@@ -88,11 +98,18 @@ Options parse_options(int argc, char** argv) {
         else if (arg == "--seed") options.seed = static_cast<std::uint64_t>(positive(arg, value(arg_idx)));
         else if (arg == "--npuc") options.npuc = value(arg_idx);
         else if (arg == "--work") options.work = value(arg_idx);
+        else if (arg == "--source") options.source = value(arg_idx);
+        else if (arg == "--device-slots") options.device_slots = positive(arg, value(arg_idx));
         else if (arg == "--help" || arg == "-h") usage_error("help");
         else usage_error(fmt::format("unknown argument '{}'", arg));
     }
     options.work = fs::absolute(options.work);  // the toolchain runs in its own scratch directory
     options.npuc = fs::absolute(options.npuc);
+    options.source = fs::absolute(options.source);
+    for (int arg_idx = 0; arg_idx < argc; ++arg_idx) options.command += (arg_idx ? " " : "") + std::string(argv[arg_idx]);
+    if (!fs::exists(options.source / "tools" / "npu-sim" / "profiles" / "default.profile")) {
+        usage_error(fmt::format("--source {} has no tools/npu-sim/profiles/default.profile", options.source.string()));
+    }
     if (!fs::exists(options.npuc)) {
         usage_error(fmt::format("npuc not found at {} (build npu-sim, or pass --npuc)", options.npuc.string()));
     }
@@ -113,8 +130,9 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 /// A copy of the default profile with some keys replaced.
-fs::path write_profile(const fs::path& dir, const std::string& name, const std::map<std::string, std::string>& keys) {
-    std::string text = read_file(fs::path(NPUOPT_SOURCE_DIR) / "tools" / "npu-sim" / "profiles" / "default.profile");
+fs::path write_profile(const fs::path& source, const fs::path& dir, const std::string& name,
+                       const std::map<std::string, std::string>& keys) {
+    std::string text = read_file(source / "tools" / "npu-sim" / "profiles" / "default.profile");
     for (const auto& [key, value] : keys) {
         const std::regex line("(^|\n)" + key + " *=[^\n]*");
         if (!std::regex_search(text, line)) text += fmt::format("\n{} = {}\n", key, value);
@@ -126,8 +144,8 @@ fs::path write_profile(const fs::path& dir, const std::string& name, const std::
 }
 
 /// The baseline attention_output with `pad` serial vector ops on slice 1 before its work.
-fs::path write_design(const fs::path& dir, const std::string& name, int pad) {
-    std::string text = read_file(fs::path(NPUOPT_SOURCE_DIR) / "dsl_templates" / "npu-sim" / "baseline_attention_output.rs");
+fs::path write_design(const fs::path& source, const fs::path& dir, const std::string& name, int pad) {
+    std::string text = read_file(source / "dsl_templates" / "npu-sim" / "baseline_attention_output.rs");
     const std::string anchor = "fn ao(k: &mut Ctx) {";
     const auto at = text.find(anchor);
     if (at == std::string::npos) throw Error(ErrorKind::internal, "baseline_attention_output.rs has no fn ao");
@@ -142,7 +160,7 @@ fs::path write_design(const fs::path& dir, const std::string& name, int pad) {
 }
 
 target::Toolchain make_toolchain(const Options& options, const fs::path& profile, const fs::path& cache) {
-    auto target = config::load_target_config(fs::path(NPUOPT_SOURCE_DIR) / "knowledge" / "npu-sim" / "target.yaml");
+    auto target = config::load_target_config(options.source / "knowledge" / "npu-sim" / "target.yaml");
     target.toolchain.bin = fs::absolute(options.npuc).string();
     target.toolchain.env["NPU_SIM_PROFILE"] = profile.string();
     target.toolchain.env["NPUC_CACHE_DIR"] = cache.string();
@@ -282,17 +300,19 @@ int main(int argc, char** argv) {
         const Options options = parse_options(argc, argv);
         const auto wall_start = std::chrono::steady_clock::now();
         fs::create_directories(options.work / "cache");
-        const fs::path racing_profile = write_profile(options.work, "racing.profile", {{"launch_overhead_ms", "0"}});
+        std::map<std::string, std::string> racing_keys{{"launch_overhead_ms", "0"}};
+        if (options.device_slots > 0) racing_keys["max_concurrent_runs"] = std::to_string(options.device_slots);
+        const fs::path racing_profile = write_profile(options.source, options.work, "racing.profile", racing_keys);
         const fs::path exact_profile = write_profile(
-            options.work, "exact.profile",
+            options.source, options.work, "exact.profile",
             {{"launch_overhead_ms", "0"}, {"noise_sigma", "0"}, {"outlier_rate", "0"}, {"drift_per_hour", "0"},
              {"transient_failure_rate", "0"}});
         const auto racing = make_toolchain(options, racing_profile, options.work / "cache");
         const auto exact = make_toolchain(options, exact_profile, options.work / "cache");
 
         // Calibrate the padding: cycles are linear in the pad length.
-        const double base_cycles = exact_cycles(exact, write_design(options.work, "pad0", 0), options);
-        const double pad200_cycles = exact_cycles(exact, write_design(options.work, "pad200", 200), options);
+        const double base_cycles = exact_cycles(exact, write_design(options.source, options.work, "pad0", 0), options);
+        const double pad200_cycles = exact_cycles(exact, write_design(options.source, options.work, "pad200", 200), options);
         const double cycles_per_pad = (pad200_cycles - base_cycles) / 200.0;
         if (!(cycles_per_pad > 0.0)) throw Error(ErrorKind::internal, "the padding loop costs no cycles");
         const int champion_pad = static_cast<int>(std::lround(0.08 * base_cycles / cycles_per_pad));
@@ -300,10 +320,10 @@ int main(int argc, char** argv) {
         auto pad_for = [&](double speedup) {
             return static_cast<int>(std::lround((champion_target / speedup - base_cycles) / cycles_per_pad));
         };
-        const fs::path champion_file = write_design(options.work, "champion", champion_pad);
-        const fs::path twin_file = write_design(options.work, "champion_twin", champion_pad);
-        const fs::path faster3_file = write_design(options.work, "faster3", pad_for(1.03));
-        const fs::path faster1_file = write_design(options.work, "faster1", pad_for(1.01));
+        const fs::path champion_file = write_design(options.source, options.work, "champion", champion_pad);
+        const fs::path twin_file = write_design(options.source, options.work, "champion_twin", champion_pad);
+        const fs::path faster3_file = write_design(options.source, options.work, "faster3", pad_for(1.03));
+        const fs::path faster1_file = write_design(options.source, options.work, "faster1", pad_for(1.01));
         const double champion_cycles = exact_cycles(exact, champion_file, options);
         const double twin_cycles = exact_cycles(exact, twin_file, options);
         const double faster3_cycles = exact_cycles(exact, faster3_file, options);
@@ -346,7 +366,7 @@ int main(int argc, char** argv) {
                 scenario.records[static_cast<std::size_t>(item.race_idx)] =
                     run_one(judge, scenario.champion, scenario.candidate, race_seed);
                 const std::size_t finished = ++done;
-                if (!options.json && finished % 25 == 0) {
+                if (finished % 25 == 0) {  // stderr: the JSON on stdout stays clean
                     std::lock_guard lock(progress_mutex);
                     std::cerr << fmt::format("acceptance: {}/{} races\n", finished, items.size());
                 }
@@ -407,7 +427,10 @@ int main(int argc, char** argv) {
             {"target", "npu-sim"},
             {"kernel", kernel},
             {"shape", target::format_shape(options.shape)},
-            {"profile", "default.profile with launch_overhead_ms = 0"},
+            {"profile", options.device_slots > 0
+                            ? fmt::format("default.profile with launch_overhead_ms = 0, max_concurrent_runs = {}",
+                                          options.device_slots)
+                            : std::string("default.profile with launch_overhead_ms = 0")},
             {"designs",
              {{"champion_cycles", champion_cycles},
               {"aa_true_speedup", scenarios[0].true_speedup},
@@ -420,7 +443,7 @@ int main(int argc, char** argv) {
             {"goals", {{"aa_false_accept", "<= 0.01 (ours)"}, {"accept_true_3pct", ">= 0.90 (ours)"}}},
             {"wall_secs", wall_secs},
             {"jobs", options.jobs},
-            {"command", "acceptance --json"}};
+            {"command", options.command}};
         if (options.json) {
             std::cout << result.dump(2) << "\n";
             return 0;
