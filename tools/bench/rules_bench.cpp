@@ -217,10 +217,13 @@ nlohmann::json audit_json(const knowledge::RuleAudit& audit) {
                                 {"counter_evidence", row.rule.counter_count},
                                 {"text", knowledge::render_rule(row.rule)},
                                 {"rejects_accepted", row.rejects.size()}};
-        if (row.active && !row.rejects.empty()) {
+        if (!row.rejects.empty()) {
             nlohmann::json examples = nlohmann::json::array();
-            for (std::size_t idx = 0; idx < row.rejects.size() && idx < 5; ++idx) examples.push_back(row.rejects[idx]);
-            imprecise.push_back({{"rule", entry["text"]}, {"accepted_designs_rejected", examples}});
+            for (std::size_t idx = 0; idx < row.rejects.size() && idx < 3; ++idx) examples.push_back(row.rejects[idx]);
+            entry["accepted_designs_rejected"] = examples;
+        }
+        if (row.active && !row.rejects.empty()) {
+            imprecise.push_back({{"rule", entry["text"]}, {"accepted_designs_rejected", entry["accepted_designs_rejected"]}});
         }
         rules.push_back(std::move(entry));
     }
@@ -407,6 +410,12 @@ std::string rules_bench_text(const nlohmann::json& section) {
             release["demoted"].get<int>(), release["mined_imprecise"].get<int>(), release["mined_machine_checked"].get<int>(),
             100.0 * release["coverage"].get<double>(), release["codes_with_rule"].size(),
             release["codes_documented"].get<std::size_t>(), release["codes_without_rule"].dump());
+        for (const auto& rule : release["rule_list"]) {
+            if (rule["status"] == "demoted" && rule.contains("accepted_designs_rejected")) {
+                text += fmt::format("    demoted: {} (contradicted by accepted {})\n", rule["text"].get<std::string>(),
+                                    rule["accepted_designs_rejected"].dump());
+            }
+        }
         for (const auto& bad : release["imprecise"]) {
             text += fmt::format("    IMPRECISE: {} rejects {}\n", bad["rule"].get<std::string>(),
                                 bad["accepted_designs_rejected"].dump());
