@@ -49,7 +49,7 @@ const DocSection* find_section(const std::vector<DocSection>& sections, const st
 
 }  // namespace
 
-TEST_CASE("split_markdown: heading paths, code blocks kept, text before the first heading titled by the page") {
+TEST_CASE("split_markdown: heading paths / code blocks kept / text before the first heading titled by the page") {
     const std::string page = "Intro text with `dm_alloc`.\n\n# DMA\n\nEngines move data.\n\n## Packets\n\n"
                              "At most 4096 bytes.\n\n```rust\nlet t = k.copy(e, a, b, 8192, 4096);\n```\n\n"
                              "## Empty\n\n### Deep\n\nDeep text.\n\n# Other\n\nOther text.\n";
@@ -68,7 +68,7 @@ TEST_CASE("split_markdown: heading paths, code blocks kept, text before the firs
     CHECK(sections[2].content_hash != sections[1].content_hash);
 }
 
-TEST_CASE("select_doc_set: major.minor subdirectory, newest not newer, or the dir itself") {
+TEST_CASE("select_doc_set: major.minor subdirectory / newest not newer / or the dir itself") {
     auto set10 = select_doc_set(k_docs, "1.0.0");
     REQUIRE(set10);
     CHECK(set10->name == "1.0");
@@ -86,7 +86,7 @@ TEST_CASE("select_doc_set: major.minor subdirectory, newest not newer, or the di
     CHECK_FALSE(select_doc_set(k_docs / "missing", "1.0.0"));
 }
 
-TEST_CASE("read_doc_set: every page, sorted, relative paths") {
+TEST_CASE("read_doc_set: every page / sorted / relative paths") {
     auto sections = read_doc_set(k_docs / "1.0");
     REQUIRE(sections.size() >= 6);
     CHECK(sections.front().source_path == "dma.md");
@@ -95,7 +95,7 @@ TEST_CASE("read_doc_set: every page, sorted, relative paths") {
     CHECK(packets->text.find("4096") != std::string::npos);
 }
 
-TEST_CASE("extractive summary keeps sentences with API names, numbers and rules; drops filler") {
+TEST_CASE("extractive summary keeps sentences with API names / numbers and rules - drops filler") {
     auto sections = read_doc_set(k_docs / "1.0");
     const DocSection* packets = find_section(sections, "DMA > Packets");
     REQUIRE(packets != nullptr);
@@ -147,7 +147,7 @@ TEST_CASE("summary check catches a planted wrong number and a non-existent API n
     CHECK(check_claim("Each entry has at most 65,536 iterations.", "at most 65536 iterations").passed);
 }
 
-TEST_CASE("stated numbers and identifiers: digits inside names are not numbers; prose words are not names") {
+TEST_CASE("stated numbers and identifiers: digits inside names are not numbers - prose words are not names") {
     auto numbers = stated_numbers("fp8_e4m3 weights, E0201, 65,536 iterations, 1.5 TB/s");
     CHECK(numbers == std::set<std::string>{"65536", "1.5"});
     auto names = stated_identifiers("Use `k.dma(eng, src)` and dm_alloc(); E0201 is an error in the DMA engine.");
@@ -169,7 +169,7 @@ public:
     }
 };
 
-TEST_CASE("ingest_docs stores sections and checked summaries; any summariser's bad claims are recorded") {
+TEST_CASE("ingest_docs stores sections and checked summaries - any summariser's bad claims are recorded") {
     TempDir dir;
     auto database = npuopt::store::Database::open(dir.path() / "kb.db");
     KnowledgeBase kb(database, "testchip", k_docs);

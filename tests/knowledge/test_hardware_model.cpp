@@ -204,7 +204,7 @@ TEST_CASE("hardware model: 95% intervals contain the truth in most of many noisy
     CHECK(contained >= 32);  // nominal 38 of 40; medians of 5 make the residuals slightly non-normal
 }
 
-TEST_CASE("hardware model: a missing probe leaves its parameters missing, with the reason") {
+TEST_CASE("hardware model: a missing probe leaves its parameters missing / with the reason") {
     Chip chip;
     auto run = Synthetic(chip, 7).build();
     std::erase_if(run.points, [](const auto& point) { return point.measures == "pass_issue"; });
@@ -239,7 +239,7 @@ TEST_CASE("hardware model: JSON and knowledge entries carry every parameter") {
     CHECK(models == 1);
 }
 
-TEST_CASE("hardware model: recorded in a campaign store, it loads back for its toolchain version only") {
+TEST_CASE("hardware model: recorded in a campaign store / it loads back for its toolchain version only") {
     Chip chip;
     auto run = Synthetic(chip, 11).build();
     auto model = knowledge::fit_hardware_model(run, facts(chip), statistics());

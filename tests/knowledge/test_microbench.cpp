@@ -83,7 +83,7 @@ std::string error_message(const std::function<void()>& action) {
 
 }  // namespace
 
-TEST_CASE("microbench suite: a valid suite parses with defaults, fixed params and the sweep") {
+TEST_CASE("microbench suite: a valid suite parses with defaults / fixed params and the sweep") {
     ScratchDir dir;
     dir.write("dma.rs", k_template);
     auto suite = config::load_microbench_suite(dir.write("suite.yaml", k_suite));
@@ -110,7 +110,7 @@ TEST_CASE("microbench suite: tied parameters and cartesian products expand in or
     CHECK(points[5] == config::ProbeParams{{"cols", 4096}, {"fixed", 7}, {"passes", 3}, {"rows", 64}});
 }
 
-TEST_CASE("microbench suite: parse errors name file, line and key") {
+TEST_CASE("microbench suite: parse errors name file / line and key") {
     ScratchDir dir;
     dir.write("dma.rs", k_template);
     SUBCASE("unknown key") {
@@ -209,7 +209,7 @@ knowledge::MicrobenchOptions fake_options(const ScratchDir& dir) {
 
 }  // namespace
 
-TEST_CASE("microbench runner: every point is measured with its repeats, median and MAD") {
+TEST_CASE("microbench runner: every point is measured with its repeats / median and MAD") {
     ScratchDir dir;
     auto run = knowledge::run_microbench_suite(fake_target("ok"), fake_suite(dir, false, 10), test_statistics(), fake_options(dir));
     CHECK(run.target == "fakechip");
@@ -230,7 +230,7 @@ TEST_CASE("microbench runner: every point is measured with its repeats, median a
     CHECK(fs::exists(dir.path / "work" / "dma"));
 }
 
-TEST_CASE("microbench runner: transient failures are retried, then recorded as failed") {
+TEST_CASE("microbench runner: transient failures are retried / then recorded as failed") {
     ScratchDir dir;
     auto run = knowledge::run_microbench_suite(fake_target("transient"), fake_suite(dir, false, 10), test_statistics(),
                                                fake_options(dir));
@@ -240,7 +240,7 @@ TEST_CASE("microbench runner: transient failures are retried, then recorded as f
     }
 }
 
-TEST_CASE("microbench runner: a hang is a timeout, and a monotone probe skips the larger points") {
+TEST_CASE("microbench runner: a hang is a timeout / and a monotone probe skips the larger points") {
     ScratchDir dir;
     auto run = knowledge::run_microbench_suite(fake_target("hang"), fake_suite(dir, true, 0.5), test_statistics(),
                                                fake_options(dir));

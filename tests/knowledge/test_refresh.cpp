@@ -102,7 +102,7 @@ bool contains(const std::vector<std::string>& items, const std::string& wanted) 
 
 }  // namespace
 
-TEST_CASE("first refresh builds from nothing; a second at the same version does nothing") {
+TEST_CASE("first refresh builds from nothing - a second at the same version does nothing") {
     Fixture fixture;
     RefreshReport first = refresh(fixture.kb, fixture.v10);
     CHECK(first.changed);
@@ -116,7 +116,7 @@ TEST_CASE("first refresh builds from nothing; a second at the same version does 
     CHECK_FALSE(again.changed);
 }
 
-TEST_CASE("refresh 1.0.0 → 1.1.0 marks stale, retires, keeps, carries and adds rules; diff lists it") {
+TEST_CASE("refresh 1.0.0 → 1.1.0 marks stale / retires / keeps / carries and adds rules - diff lists it") {
     Fixture fixture;
     refresh(fixture.kb, fixture.v10);
     fixture.add_fact("1.0.0", 600.0);
@@ -240,7 +240,7 @@ TEST_CASE("refresh re-reads a relaxed limit when the evidence still fails") {
     CHECK(fixture.kb.rules().check_quantities({{"packet_bytes", 8193.0}}).size() == 1);
 }
 
-TEST_CASE("refresh fails clearly when the toolchain cannot report its version, and changes nothing") {
+TEST_CASE("refresh fails clearly when the toolchain cannot report its version / and changes nothing") {
     Fixture fixture;
     refresh(fixture.kb, fixture.v10);
     auto broken_target = fixture.v10.target();

@@ -77,7 +77,7 @@ const npuopt::store::KbRuleRecord* rule_with(const std::vector<npuopt::store::Kb
 
 }  // namespace
 
-TEST_CASE("generalise_message replaces numbers, keeps names") {
+TEST_CASE("generalise_message replaces numbers / keeps names") {
     CHECK(generalise_message("DM allocation exceeds slice capacity on slice 3") ==
           "DM allocation exceeds slice capacity on slice N");
     CHECK(generalise_message("no DMA engine (0, 9)") == "no DMA engine (N, N)");
@@ -86,7 +86,7 @@ TEST_CASE("generalise_message replaces numbers, keeps names") {
     CHECK(generalise_message("DMA fault at 0x40 after 65,536 packets") == "DMA fault at N after N packets");
 }
 
-TEST_CASE("draft_rules: bounds, multiples, directions, and statements from fixture diagnostics") {
+TEST_CASE("draft_rules: bounds / multiples / directions / and statements from fixture diagnostics") {
     auto diagnostics = fixture_diagnostics();
     auto dm = draft_rules(by_code(diagnostics, "E0201"));
     REQUIRE(dm.size() == 1);
@@ -132,7 +132,7 @@ TEST_CASE("draft_rules: bounds, multiples, directions, and statements from fixtu
     CHECK(zero[0].kind == k_rule_statement);
 }
 
-TEST_CASE("mine_diagnostics: one rule per signature, evidence and confidence grow with designs") {
+TEST_CASE("mine_diagnostics: one rule per signature / evidence and confidence grow with designs") {
     Fixture fixture;
     RuleBook rules = fixture.kb.rules();
     auto diagnostics = fixture_diagnostics();
@@ -177,7 +177,7 @@ TEST_CASE("a limit that differs between designs is design-dependent: the rule be
     CHECK(rules.check_quantities({{"pitch", 1500.0}}).empty());
 }
 
-TEST_CASE("check_quantities: upper bounds, multiples, absent quantities, boundary values") {
+TEST_CASE("check_quantities: upper bounds / multiples / absent quantities / boundary values") {
     Fixture fixture;
     RuleBook rules = fixture.kb.rules();
     rules.mine_diagnostics(fixture_diagnostics(), DesignRef{"design-a", "", {}});

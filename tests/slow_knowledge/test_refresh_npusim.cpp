@@ -87,7 +87,7 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 
 }  // namespace
 
-TEST_CASE("npu-sim: docs ingested, rules mined from npuc 1.0, refresh to 1.1 retires, keeps and adds rules") {
+TEST_CASE("npu-sim: docs ingested / rules mined from npuc 1.0 / refresh to 1.1 retires / keeps and adds rules") {
     auto npusim = find_npusim();
     if (!npusim) {
         MESSAGE("SKIPPED: npu-sim is not built (no build*/npu-sim/{1.0,1.1}/bin/npuc)");

@@ -50,7 +50,7 @@ knowledge::Statistics statistics() {
 
 }  // namespace
 
-TEST_CASE("microbench on npu-sim: a small DMA sweep fits a line, and a long same-bank run hangs") {
+TEST_CASE("microbench on npu-sim: a small DMA sweep fits a line / and a long same-bank run hangs") {
     auto npuc = find_npuc();
     if (!npuc) {
         MESSAGE("skipped: no npuc built (set NPUOPT_TEST_NPUC or build tools/npu-sim)");
