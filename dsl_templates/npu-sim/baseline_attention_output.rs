@@ -3,7 +3,7 @@
 // packets, every command waited on before the next is issued.
 use npu::*;
 
-const PKT: u32 = 1024; // DMA packet bytes
+const PKT: u32 = 2048; // DMA packet bytes
 const ROWS: u32 = 16; // output rows per pass
 
 fn eng() -> Engine {

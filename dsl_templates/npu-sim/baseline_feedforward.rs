@@ -5,7 +5,7 @@ use npu::*;
 
 const PKT: u32 = 512; // DMA packet bytes
 const GROWS: u32 = 32; // gate/up rows per pass (a multiple of 16 keeps block-scale reads aligned)
-const DROWS: u32 = 64; // down-projection rows per block
+const DROWS: u32 = 96; // down-projection rows per block
 const DK: u32 = 1536; // down-projection K chunk (elements)
 
 fn eng() -> Engine {

@@ -1,9 +1,10 @@
 // Official baseline: project_qkv (RMSNorm → Q/K/V fp8 projections → per-head
 // RMSNorm of Q and K → RoPE → K, V into the ring cache). Correct and
-// straightforward: one slice, one DMA engine, every command waited on.
+// straightforward: one slice; one DMA engine, except that each weight tile is
+// loaded in two halves by two engines; every command waited on.
 use npu::*;
 
-const PKT: u32 = 4096; // DMA packet bytes
+const PKT: u32 = 1536; // DMA packet bytes (6 × 256)
 const ROWS: u32 = 128; // output rows per pass
 
 fn eng() -> Engine {
@@ -97,7 +98,12 @@ fn qkv(k: &mut Ctx) {
         let n = heads * d;
         load(k, sc.at(0), dsc.at(0), n * 2);
         for r0 in (0..n).step_by(ROWS as usize) {
-            load(k, w.at((r0 * h) as u64), wt.at(0), ROWS * h);
+            // the tile's two halves on two engines at once
+            let half = ROWS / 2 * h;
+            let ta = k.copy(eng(), w.at((r0 * h) as u64), wt.at(0), half, pk(half));
+            let tb = k.copy(engine(0, 1), w.at((r0 * h + half) as u64), wt.at(half), half, pk(half));
+            k.wait(ta);
+            k.wait(tb);
             let t = k.pass(&Pass { slice: sl, w: Tile { addr: wt.addr, rows: ROWS, cols: h, pitch: h, dt: Dt::Fp8E4m3 }, scales: None, x: xt, acc, accumulate: false });
             k.wait(t);
             let t = k.vload(dsc.at(r0 * 2), Dt::Bf16, scv);
