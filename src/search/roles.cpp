@@ -156,17 +156,36 @@ public:
             auto explored = context.family_designs.find(tmpl->family());
             families.push_back({std::move(samples), explored == context.family_designs.end() ? 0 : explored->second});
         }
-        // Least explored families first; within a family the best predicted regions first.
+        // Families never measured first (their declared defaults, then their best predicted
+        // region), least explored first. Once every family has a measurement, its learnt
+        // correction says where it stands: then all samples compete on their corrected
+        // prediction, so that the families that measured well get the proposals instead of a
+        // round-robin that keeps paying for families already shown to be slow.
         std::stable_sort(families.begin(), families.end(),
                          [](const FamilyBest& lhs, const FamilyBest& rhs) { return lhs.explored < rhs.explored; });
         std::vector<ScoredAssignment> ordered;
+        std::vector<ScoredAssignment> measured;
+        for (auto& family : families) {
+            if (family.explored > 0) {
+                measured.insert(measured.end(), family.ranked.begin(), family.ranked.end());
+                continue;
+            }
+            // the template's defaults first: a kernel engineer's starting point for the family
+            std::stable_partition(family.ranked.begin(), family.ranked.end(), [](const ScoredAssignment& item) {
+                return item.move.find("(defaults)") != std::string::npos;
+            });
+        }
         std::size_t depth = 0;
-        for (const auto& family : families) depth = std::max(depth, family.ranked.size());
+        for (const auto& family : families) {
+            if (family.explored == 0) depth = std::max(depth, family.ranked.size());
+        }
         for (std::size_t rank_idx = 0; rank_idx < depth; ++rank_idx) {
             for (const auto& family : families) {
-                if (rank_idx < family.ranked.size()) ordered.push_back(family.ranked[rank_idx]);
+                if (family.explored == 0 && rank_idx < family.ranked.size()) ordered.push_back(family.ranked[rank_idx]);
             }
         }
+        rank(measured, random());
+        ordered.insert(ordered.end(), measured.begin(), measured.end());
         double champion = context.champion_cycles;
         return to_proposals(context, ordered, name(), [&](const ScoredAssignment& item) {
             auto explored = context.family_designs.find(item.source_template->family());

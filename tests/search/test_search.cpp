@@ -263,6 +263,43 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     }
 }
 
+TEST_CASE("architect tries unmeasured families at their defaults first then follows the measured level") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel,
+                                        "toy-target");
+    auto stream = search::Template::load(config::load_template_config(dir.path / "toy_stream.template.yaml"), kernel,
+                                         "toy-target");
+    search::CostModel model(synthetic_model());
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tiles, stream};
+    context.cost_model = &model;
+    context.max_proposals = 40;
+    context.seed = 7;
+    context.family_designs = {{"tiles", 1}};
+    auto architect = search::make_architect();
+    auto proposals = architect->propose(context);
+    REQUIRE_FALSE(proposals.empty());
+    // stream has no measurement yet: its declared defaults come first.
+    CHECK(proposals.front().design.family == "stream");
+    CHECK(proposals.front().design.params == stream->default_assignment());
+
+    // Both measured; stream measured 3x its prediction, tiles as predicted: tiles gets the proposals.
+    context.family_designs = {{"tiles", 2}, {"stream", 2}};
+    for (double engines : {1.0, 2.0}) {
+        auto quantities = stream->evaluate_quantities({{"ENGINES", engines}, {"SPLIT", 1}});
+        model.observe("stream", quantities, 3.0 * *model.predict_base(quantities));
+        search::Assignment tile = {{"ENGINES", engines}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}};
+        auto tile_quantities = tiles->evaluate_quantities(tile);
+        model.observe("tiles", tile_quantities, *model.predict_base(tile_quantities));
+    }
+    proposals = architect->propose(context);
+    REQUIRE(proposals.size() >= 4);
+    for (std::size_t idx = 0; idx < 4; ++idx) CHECK(proposals[idx].design.family == "tiles");
+}
+
 TEST_CASE("scheduler shifts from architect to tuner with synthetic rewards") {
     search::Scheduler scheduler({"analyst", "architect", "tuner"});
     // Young campaign, nothing known: the architect acts first.
