@@ -702,6 +702,11 @@ struct CampaignDriver::Impl {
                                                      {"target", options.target}}
                                           .dump());
             set_run_state("running", "");
+            // A stage a killed run left "running" keeps its completed launches and is marked
+            // interrupted; its design has no tree edge and is evaluated again when proposed.
+            std::int64_t interrupted_rows = store->mark_interrupted_evaluations(
+                "its process ended in the middle of this stage (killed or crashed); the launches it completed are kept");
+            if (interrupted_rows > 0) emit("evaluations_interrupted", {{"count", interrupted_rows}});
             emit(resumed ? "campaign_resumed" : "campaign_started",
                  {{"step", step}, {"device_runs", device_runs}, {"toolchain_version", toolchain_version}});
             transaction.commit();

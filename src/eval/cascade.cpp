@@ -182,28 +182,22 @@ private:
     std::int64_t m_transient = 0;
 };
 
-/// A race's launches of one side as measurement rows, in the race's launch order.
-std::vector<store::MeasurementRecord> race_rows(const JudgeReport& report, Side side) {
-    std::vector<store::MeasurementRecord> rows;
-    for (std::size_t launch_idx = 0; launch_idx < report.observations.size(); ++launch_idx) {
-        const Observation& observation = report.observations[launch_idx];
-        if (observation.side != side) continue;
-        store::MeasurementRecord row;
-        row.launch_order = static_cast<std::int64_t>(launch_idx);
-        row.seed = static_cast<std::int64_t>(observation.input_seed);
-        row.wall_ms = launch_idx < report.wall_ms.size() ? report.wall_ms[launch_idx] : std::nullopt;
-        row.side = std::string(side_name(side));
-        row.attempt = static_cast<std::int64_t>(observation.attempt);
-        row.pair_idx = static_cast<std::int64_t>(observation.pair_idx);
-        if (observation.error) {
-            row.outcome = observation.transient ? "transient" : "failed";
-            row.error = *observation.error;
-        } else {
-            row.cycles = observation.secs;
-        }
-        rows.push_back(std::move(row));
+/// One launch of a race as a measurement row (`launch_idx`: its place in the race's launch order).
+store::MeasurementRecord race_row(std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
+    store::MeasurementRecord row;
+    row.launch_order = static_cast<std::int64_t>(launch_idx);
+    row.seed = static_cast<std::int64_t>(observation.input_seed);
+    row.wall_ms = wall_ms;
+    row.side = std::string(side_name(observation.side));
+    row.attempt = static_cast<std::int64_t>(observation.attempt);
+    row.pair_idx = static_cast<std::int64_t>(observation.pair_idx);
+    if (observation.error) {
+        row.outcome = observation.transient ? "transient" : "failed";
+        row.error = *observation.error;
+    } else {
+        row.cycles = observation.secs;
     }
-    return rows;
+    return row;
 }
 
 /// Launch counts of a race for its stage record: every launch, the failed ones, the retries.
@@ -279,6 +273,23 @@ std::int64_t Cascade::record_stage(const Candidate& candidate, const StageRecord
     evaluation.failed_launches = record.failed_launches;
     evaluation.retries = record.retries;
     return m_store->record_evaluation(evaluation, measurements);
+}
+
+std::int64_t Cascade::begin_stage(const Candidate& candidate, Stage stage, const KernelContext& kernel,
+                                  const std::string& reason) {
+    StageRecord running{stage, "running", reason, 0.0, 0, 0, 0};
+    return record_stage(candidate, running, kernel, {});
+}
+
+void Cascade::complete_stage(std::int64_t evaluation_id, const StageRecord& record) {
+    store::EvaluationRecord final_record;
+    final_record.verdict = record.verdict;
+    final_record.reason = record.reason;
+    final_record.secs = record.secs;
+    final_record.launches = record.device_runs;
+    final_record.failed_launches = record.failed_launches;
+    final_record.retries = record.retries;
+    m_store->complete_evaluation(evaluation_id, final_record);
 }
 
 double Cascade::speed_of_light_cycles(const KernelContext& kernel) const {
@@ -576,7 +587,24 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         const LaunchSpec champion_spec{champion->candidate.source_file, kernel.spec.name, kernel.shape,
                                        m_config.run_extra_args};
         const LaunchSpec candidate_spec{candidate.source_file, kernel.spec.name, kernel.shape, m_config.run_extra_args};
-        const JudgeReport report = judge.race(champion_spec, candidate_spec, race_config);
+        // Both rows exist before the first launch and every launch is appended as it completes: a
+        // killed process leaves a "running" race with its completed launches (interrupted on resume).
+        const std::int64_t candidate_row = begin_stage(
+            candidate, Stage::race, kernel, fmt::format("racing design {} (in progress)", champion->candidate.design_id));
+        std::optional<std::int64_t> champion_row;
+        if (champion->candidate.design_id > 0) {
+            champion_row = begin_stage(champion->candidate, Stage::race, kernel,
+                                       fmt::format("raced by design {} (in progress)", candidate.design_id));
+        }
+        const JudgeReport report = judge.race(
+            champion_spec, candidate_spec, race_config,
+            [&](std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
+                if (observation.side == Side::candidate) {
+                    m_store->append_measurement(candidate_row, race_row(launch_idx, observation, wall_ms));
+                } else if (champion_row) {
+                    m_store->append_measurement(*champion_row, race_row(launch_idx, observation, wall_ms));
+                }
+            });
         outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
         outcome.device_secs += report.device_secs;
         if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
@@ -607,12 +635,12 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         record.reason = summary;
         record.secs = secs_since(start);
         auto transaction = m_store->database().transaction();
-        record_stage(candidate, record, kernel, race_rows(report, Side::candidate));
-        if (champion->candidate.design_id > 0) {
+        complete_stage(candidate_row, record);
+        if (champion_row) {
             StageRecord champion_record = record;
             champion_record.verdict = "champion";
             champion_record.reason = fmt::format("raced by design {}: {}", candidate.design_id, summary);
-            record_stage(champion->candidate, champion_record, kernel, race_rows(report, Side::champion));
+            complete_stage(*champion_row, champion_record);
         }
         transaction.commit();
         outcome.stages.push_back(record);
@@ -636,7 +664,25 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
                                       m_config.run_extra_args};
     const LaunchSpec champion_spec{champion.candidate.source_file, kernel.spec.name, kernel.shape,
                                    m_config.run_extra_args};
-    const JudgeReport report = judge.race(predecessor_spec, champion_spec, race_config);
+    // The race's roles: the predecessor runs as its champion (A), the current champion as the candidate (B).
+    std::optional<std::int64_t> champion_row;
+    std::optional<std::int64_t> predecessor_row;
+    if (champion.candidate.design_id > 0) {
+        champion_row = begin_stage(champion.candidate, Stage::race, kernel,
+                                   fmt::format("re-validation against design {} (in progress)",
+                                               predecessor.candidate.design_id));
+    }
+    if (predecessor.candidate.design_id > 0) {
+        predecessor_row = begin_stage(predecessor.candidate, Stage::race, kernel,
+                                      fmt::format("raced by design {} (re-validation in progress)",
+                                                  champion.candidate.design_id));
+    }
+    const JudgeReport report = judge.race(
+        predecessor_spec, champion_spec, race_config,
+        [&](std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
+            const auto& row = observation.side == Side::candidate ? champion_row : predecessor_row;
+            if (row) m_store->append_measurement(*row, race_row(launch_idx, observation, wall_ms));
+        });
     outcome.device_runs = static_cast<std::int64_t>(report.verdict.launches);
     outcome.device_secs = report.device_secs;
     if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
@@ -644,7 +690,6 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
     outcome.speedup = report.verdict.test.speedup;
     outcome.accepted = report.verdict.decision == Decision::accept;
 
-    // The race's roles: the predecessor runs as its champion (A), the current champion as the candidate (B).
     StageRecord record{Stage::race, std::string(decision_name(report.verdict.decision)), "", 0.0, 0, 0, 0};
     count_race_launches(report, record);
     const std::string summary = fmt::format(
@@ -656,14 +701,12 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
     record.reason = summary;
     record.secs = secs_since(start);
     auto transaction = m_store->database().transaction();
-    if (champion.candidate.design_id > 0) {
-        record_stage(champion.candidate, record, kernel, race_rows(report, Side::candidate));
-    }
-    if (predecessor.candidate.design_id > 0) {
+    if (champion_row) complete_stage(*champion_row, record);
+    if (predecessor_row) {
         StageRecord predecessor_record = record;
         predecessor_record.verdict = "champion";
         predecessor_record.reason = fmt::format("raced by design {} ({})", champion.candidate.design_id, summary);
-        record_stage(predecessor.candidate, predecessor_record, kernel, race_rows(report, Side::champion));
+        complete_stage(*predecessor_row, predecessor_record);
     }
     transaction.commit();
     outcome.stages.push_back(record);

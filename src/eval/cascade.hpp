@@ -50,7 +50,8 @@ std::string stage_name(Stage stage);
 /// One stage's record (mirrors a store evaluation row).
 struct StageRecord {
     Stage stage = Stage::rules;
-    std::string verdict;  ///< pass | fail | skip | accept | reject | inconclusive | suspect | error
+    std::string verdict;  ///< pass | fail | skip | accept | reject | inconclusive | suspect | error; in the
+                          ///< store also running (a race in progress) and interrupted (its process ended)
     std::string reason;   ///< why, in words a person can act on
     double secs = 0.0;
     std::int64_t device_runs = 0;      ///< device launches, failed ones included
@@ -128,6 +129,10 @@ private:
     std::string bench_config_hash(const KernelContext& kernel) const;
     std::int64_t record_stage(const Candidate& candidate, const StageRecord& record, const KernelContext& kernel,
                               const std::vector<store::MeasurementRecord>& measurements);
+    /// A stage recorded as it goes: its row with verdict "running" now, its final record later.
+    std::int64_t begin_stage(const Candidate& candidate, Stage stage, const KernelContext& kernel,
+                             const std::string& reason);
+    void complete_stage(std::int64_t evaluation_id, const StageRecord& record);
 
     const target::Toolchain* m_toolchain;
     store::CampaignStore* m_store;

@@ -8,7 +8,7 @@
 namespace npuopt::eval {
 
 JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceConfig& config,
-                     const Launcher& launcher) {
+                     const Launcher& launcher, const LaunchObserver& observer) {
     JudgeReport report;
     Race race(std::move(design), config);
     while (auto plan = race.next_pair()) {
@@ -24,9 +24,16 @@ JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceC
             }
             (side == Side::champion ? outcome.champion : outcome.candidate) = std::move(launch.result);
         }
+        const std::size_t seen = race.observations().size();
         race.record_pair(*plan, outcome);
         report.wall_ms.push_back(wall_ms[0]);
         report.wall_ms.push_back(wall_ms[1]);
+        if (observer) {
+            const auto observations = race.observations();
+            for (std::size_t idx = seen; idx < observations.size(); ++idx) {
+                observer(idx, observations[idx], idx < report.wall_ms.size() ? report.wall_ms[idx] : std::nullopt);
+            }
+        }
     }
     report.verdict = race.verdict();
     report.observations.assign(race.observations().begin(), race.observations().end());
@@ -65,10 +72,12 @@ JudgedLaunch Judge::launch(const LaunchSpec& spec, std::uint64_t seed) const {
     return to_judged_launch(m_toolchain->run(request));
 }
 
-JudgeReport Judge::race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config) const {
-    return run_race(m_design, config, [&](Side side, std::uint64_t seed) {
-        return launch(side == Side::champion ? champion : candidate, seed);
-    });
+JudgeReport Judge::race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config,
+                        const LaunchObserver& observer) const {
+    return run_race(
+        m_design, config,
+        [&](Side side, std::uint64_t seed) { return launch(side == Side::champion ? champion : candidate, seed); },
+        observer);
 }
 
 }  // namespace npuopt::eval

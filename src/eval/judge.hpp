@@ -49,9 +49,14 @@ struct JudgeReport {
     double device_secs = 0.0;
 };
 
+/// Told of every launch as soon as its pair is recorded (index in the race's launch order), so a
+/// caller can persist it before the next launch: a killed process loses no completed launch.
+using LaunchObserver = std::function<void(std::size_t launch_idx, const Observation& observation,
+                                          std::optional<double> wall_ms)>;
+
 /// Run a race to its end, launching through `launcher`.
 JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceConfig& config,
-                     const Launcher& launcher);
+                     const Launcher& launcher, const LaunchObserver& observer = {});
 
 /// Map a toolchain run to a launch result: cycles of its one repeat, or an error that is
 /// transient (CallStatus transient or crashed) or persistent (failure, hang, unparsable).
@@ -66,7 +71,8 @@ public:
     JudgedLaunch launch(const LaunchSpec& spec, std::uint64_t seed) const;
 
     /// Race `candidate` against `champion`; the config's seed drives the plan.
-    JudgeReport race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config) const;
+    JudgeReport race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config,
+                     const LaunchObserver& observer = {}) const;
 
     const SequentialDesign& design() const { return *m_design; }
 

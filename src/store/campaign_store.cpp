@@ -241,6 +241,35 @@ std::int64_t CampaignStore::record_evaluation(const EvaluationRecord& evaluation
     return evaluation_id;
 }
 
+std::int64_t CampaignStore::append_measurement(std::int64_t evaluation_id, const MeasurementRecord& measurement) {
+    validate_measurement(measurement);
+    m_database.execute(
+        "INSERT INTO measurements (evaluation_id, launch_order, seed, repeat_idx, cycles, wall_ms, side, outcome, "
+        "error, attempt, pair_idx) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        {evaluation_id, measurement.launch_order, measurement.seed, measurement.repeat_idx,
+         optional_value(measurement.cycles), optional_value(measurement.wall_ms), measurement.side, measurement.outcome,
+         measurement.error ? Value(*measurement.error) : Value(nullptr), measurement.attempt,
+         optional_value(measurement.pair_idx)});
+    return m_database.last_insert_id();
+}
+
+void CampaignStore::complete_evaluation(std::int64_t evaluation_id, const EvaluationRecord& final_record) {
+    int changed = m_database.execute(
+        "UPDATE evaluations SET verdict = ?, reason = ?, secs = ?, launches = ?, failed_launches = ?, retries = ? "
+        "WHERE id = ? AND verdict = 'running'",
+        {final_record.verdict, final_record.reason, final_record.secs, optional_value(final_record.launches),
+         optional_value(final_record.failed_launches), optional_value(final_record.retries), evaluation_id});
+    if (changed != 1) {
+        throw Error(ErrorKind::invalid_input,
+                    fmt::format("evaluation {} is not a running evaluation; it cannot be completed", evaluation_id));
+    }
+}
+
+std::int64_t CampaignStore::mark_interrupted_evaluations(const std::string& reason) {
+    return m_database.execute("UPDATE evaluations SET verdict = 'interrupted', reason = ? WHERE verdict = 'running'",
+                              {reason});
+}
+
 std::vector<EvaluationRecord> CampaignStore::list_evaluations(std::int64_t design_id, bool include_stale) {
     std::vector<EvaluationRecord> evaluations;
     for (const Row& row : m_database.query(

@@ -155,6 +155,17 @@ public:
     std::vector<EvaluationRecord> list_evaluations(std::int64_t design_id, bool include_stale = false);
     std::vector<MeasurementRecord> list_measurements(std::int64_t evaluation_id);
 
+    /// A long stage (a race) is recorded as it goes, so a killed process loses no completed launch:
+    /// record_evaluation() of its row with verdict "running", append_measurement() after every
+    /// launch (its own transaction), complete_evaluation() with the final verdict at the end.
+    std::int64_t append_measurement(std::int64_t evaluation_id, const MeasurementRecord& measurement);
+    /// Set a running evaluation's verdict, reason, time and launch counts. Error(invalid_input)
+    /// when `evaluation_id` is not a running evaluation.
+    void complete_evaluation(std::int64_t evaluation_id, const EvaluationRecord& final_record);
+    /// Evaluations still "running" (their process ended in the middle) become "interrupted" with
+    /// `reason`; their measurements stay. Returns how many. Called when a campaign run starts.
+    std::int64_t mark_interrupted_evaluations(const std::string& reason);
+
     std::int64_t record_knowledge(const KnowledgeEntry& entry);
     std::vector<KnowledgeEntry> list_knowledge(const std::string& target, bool include_stale = false);
 

@@ -83,3 +83,131 @@ TEST_CASE("a short campaign on the simulator improves attention_output and resum
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
 }
+
+namespace {
+
+/// A campaign directory on the real simulator: attention_output only, unsandboxed (the test
+/// machine may lack bubblewrap), `npuc` as the toolchain.
+std::filesystem::path make_sim_campaign(const std::filesystem::path& npuc, const std::string& name) {
+    std::random_device random;
+    auto dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(random()));
+    std::filesystem::create_directories(dir);
+    std::ofstream yaml(dir / "campaign.yaml");
+    yaml << fmt::format(
+        "target: npu-sim\nkernels: [attention_output]\nseed: 5\n"
+        "budgets: {{wall_time: 30m, device_runs: 2000}}\nsandbox: {{required: false}}\n"
+        "toolchain: {{bin: {}}}\n",
+        std::filesystem::absolute(npuc).string());
+    yaml.close();
+    store::CampaignStore::open(dir / "campaign.db");
+    return dir;
+}
+
+/// The first race still in flight (verdict `running`) with at least `min_launches` launches
+/// recorded: its evaluation id and those measurement ids; nothing when there is none yet.
+std::optional<std::pair<std::int64_t, std::set<std::int64_t>>> race_in_flight(const std::filesystem::path& db_file,
+                                                                               std::int64_t min_launches) {
+    try {
+        store::Database::Options options;
+        options.create = false;
+        auto database = store::Database::open(db_file, options);
+        auto rows = database.query(
+            "SELECT e.id, count(m.id) FROM evaluations e JOIN measurements m ON m.evaluation_id = e.id "
+            "WHERE e.stage = 'race' AND e.verdict = 'running' GROUP BY e.id HAVING count(m.id) >= ?1 LIMIT 1",
+            {min_launches});
+        if (rows.empty()) return std::nullopt;
+        std::int64_t evaluation = store::as_int(rows[0][0]);
+        std::set<std::int64_t> ids;
+        for (const auto& row : database.query("SELECT id FROM measurements WHERE evaluation_id = ?1", {evaluation})) {
+            ids.insert(store::as_int(row[0]));
+        }
+        return std::make_pair(evaluation, ids);
+    } catch (const std::exception&) {
+        return std::nullopt;  // not created yet, or busy: poll again
+    }
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 in the middle of a race keeps every completed measurement and no half-written step") {
+    auto npuc = find_npuc();
+    if (!std::filesystem::exists(npuc)) {
+        MESSAGE("SKIPPED: npuc not built at " << npuc.string() << " (tools/npu-sim/build.sh or NPUOPT_NPUC)");
+        return;
+    }
+    auto dir = make_sim_campaign(npuc, "npuopt-kill9");
+    auto db_file = dir / "campaign.db";
+
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::setpgid(0, 0);  // its own group: the kill below takes npuc with it, as a crash of the host would
+        int code = 0;
+        try {
+            auto workspace = report::open_workspace(dir, std::nullopt);
+            report::RunOverrides overrides;
+            overrides.stop_requested = [] { return false; };
+            report::run_workspace(workspace, overrides);
+        } catch (...) {
+            code = 2;
+        }
+        ::_exit(code);
+    }
+    ::setpgid(child, child);
+
+    // Wait for a race with at least two completed pairs, then kill the whole group at once.
+    std::optional<std::pair<std::int64_t, std::set<std::int64_t>>> seen;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(6);
+    int status = 0;
+    bool exited = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+        seen = race_in_flight(db_file, 4);
+        if (seen) break;
+        if (::waitpid(child, &status, WNOHANG) == child) {
+            exited = true;
+            break;
+        }
+        ::usleep(50 * 1000);
+    }
+    ::kill(-child, SIGKILL);
+    if (!exited) ::waitpid(child, &status, 0);
+    REQUIRE_MESSAGE(seen.has_value(), "no race was seen in flight (the run ended or took too long)");
+    auto [race_evaluation, measured] = *seen;
+
+    std::int64_t race_design = 0;
+    {
+        auto store = store::CampaignStore::open(db_file);
+        CHECK(store.database().integrity_check() == "ok");
+        // Every measurement completed before the kill is there...
+        std::set<std::int64_t> after;
+        for (const auto& row : store.database().query("SELECT id FROM measurements WHERE evaluation_id = ?1",
+                                                       {race_evaluation})) {
+            after.insert(store::as_int(row[0]));
+        }
+        for (auto id : measured) CHECK(after.count(id) == 1);
+        // ...and the step in flight left no tree edge (its design is evaluated again on resume).
+        race_design = store::as_int(
+            store.database().query("SELECT design_id FROM evaluations WHERE id = ?1", {race_evaluation}).at(0)[0]);
+        auto tree = search::load_tree(store, "attention_output");
+        for (const auto& node : tree.nodes) CHECK(node.design.id != race_design);
+        auto counters = store::TreeStore(store.database()).state("counters");
+        REQUIRE(counters.has_value());
+        CHECK(nlohmann::json::parse(*counters).value("step", std::int64_t{-1}) == static_cast<std::int64_t>(tree.nodes.size()));
+    }
+
+    // Resume: the interrupted race is marked so, its launches stay, and the campaign goes on.
+    report::RunOverrides overrides;
+    overrides.max_steps = 1;
+    overrides.stop_requested = [] { return false; };
+    auto workspace = report::open_workspace(dir, std::nullopt);
+    auto resumed = report::run_workspace(workspace, overrides);
+    CHECK(resumed.steps_this_run == 1);
+    auto rows = workspace.store->database().query(
+        "SELECT verdict, (SELECT count(*) FROM measurements WHERE evaluation_id = ?1) FROM evaluations WHERE id = ?1",
+        {race_evaluation});
+    REQUIRE(rows.size() == 1);
+    CHECK(store::as_text(rows[0][0]) == "interrupted");
+    CHECK(store::as_int(rows[0][1]) >= static_cast<std::int64_t>(measured.size()));
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+}

@@ -437,3 +437,46 @@ TEST_CASE("RowReader reads columns in order and refuses a mapping of the wrong w
     read.finish();
     CHECK_THROWS_AS(read.integer(), Error);  // past the end
 }
+
+TEST_CASE("a stage recorded as it goes keeps its launches and a dead one is marked interrupted") {
+    ScratchDb scratch;
+    std::int64_t finished_id = 0;
+    std::int64_t abandoned_id = 0;
+    {
+        auto store = CampaignStore::open(scratch.file());
+        const std::int64_t design_id = store.record_design(sample_design());
+        finished_id = store.record_evaluation(make_evaluation(design_id, "race", "running"));
+        store.append_measurement(finished_id, make_measurement(0, 1, 1000.0));
+        store.append_measurement(finished_id, make_measurement(1, 1, 990.0));
+        EvaluationRecord final_record = make_evaluation(design_id, "race", "accept");
+        final_record.reason = "accept after 1 pair";
+        final_record.secs = 2.5;
+        final_record.launches = 2;
+        final_record.failed_launches = 0;
+        final_record.retries = 0;
+        store.complete_evaluation(finished_id, final_record);
+        // Completing twice, or completing a finished row, is refused.
+        CHECK_THROWS_AS(store.complete_evaluation(finished_id, final_record), Error);
+        // An invalid measurement is refused before anything is written.
+        MeasurementRecord bad = make_measurement(2, 1, 1.0);
+        bad.outcome = "lost";
+        CHECK_THROWS_AS(store.append_measurement(finished_id, bad), Error);
+
+        abandoned_id = store.record_evaluation(make_evaluation(design_id, "race", "running"));
+        store.append_measurement(abandoned_id, make_measurement(0, 2, 1000.0));
+        // The process "dies" here: the store is closed with the race still running.
+    }
+    auto store = CampaignStore::open(scratch.file());
+    CHECK(store.list_measurements(finished_id).size() == 2);
+    CHECK(store.list_measurements(abandoned_id).size() == 1);
+    CHECK(store.mark_interrupted_evaluations("the process ended") == 1);
+    CHECK(store.mark_interrupted_evaluations("again") == 0);
+    auto evaluations = store.list_evaluations(store.find_design_by_hash("h1")->id, true);
+    REQUIRE(evaluations.size() == 2);
+    CHECK(evaluations[0].verdict == "accept");
+    CHECK(evaluations[0].reason == "accept after 1 pair");
+    CHECK(evaluations[0].launches == 2);
+    CHECK(evaluations[1].verdict == "interrupted");
+    CHECK(evaluations[1].reason == "the process ended");
+    CHECK(store.list_measurements(abandoned_id).size() == 1);
+}
