@@ -48,10 +48,9 @@ fn fast_fixture_correct_and_near_minimum() {
 
 /// attention_output fast fixture: correct for several seeds (and at a small
 /// shape); model cycles (deterministic, no noise draw) vs the weight-movement
-/// minimum. NOTE: the target is 1.10x; this fixture reaches ~1.110x (HBM-slot
-/// RMSNorm exchange over 10 compute slices: the stream is saturated from the
-/// first startup (500) to ~11,820, then the last pass (~256) and ~8 serial
-/// vector ops of the last slice (~400) remain), so the bound asserted is 1.115x.
+/// minimum (1.0999x: the stream is saturated from the first startup (500) to
+/// ~11,820, then the last 16-row pass (128; idle slices take the rest of each
+/// slice's last tile) and the serial vector ops of the last slice remain).
 #[test]
 fn attention_output_fast_fixture_correct_and_near_minimum() {
     let p = Profile::default();
@@ -66,7 +65,7 @@ fn attention_output_fast_fixture_correct_and_near_minimum() {
     }
     let t = trace("attention_output", Shape::default(), &p, &f);
     let ratio = t.dev_cycles / min_cycles("attention_output", &p);
-    assert!(ratio <= 1.115, "attention_output: fixture / minimum = {}", ratio);
+    assert!(ratio <= 1.10, "attention_output: fixture / minimum = {}", ratio);
 }
 
 /// feedforward fast fixture: correct for several seeds (and at a small
