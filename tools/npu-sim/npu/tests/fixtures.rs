@@ -48,7 +48,7 @@ fn fast_fixture_correct_and_near_minimum() {
 
 /// attention_output fast fixture: correct for several seeds (and at a small
 /// shape); model cycles (deterministic, no noise draw) vs the weight-movement
-/// minimum (1.0999x: the stream is saturated from the first startup (500) to
+/// minimum (1.097x: the stream is saturated from the first startup (500) to
 /// ~11,820, then the last 16-row pass (128; idle slices take the rest of each
 /// slice's last tile) and the serial vector ops of the last slice remain).
 #[test]
