@@ -175,6 +175,14 @@ public:
                 return item.move.find("(defaults)") != std::string::npos;
             });
         }
+        // Among the unmeasured families, the one whose starting point the model predicts fastest first.
+        auto first_prediction = [](const FamilyBest& family) {
+            return family.ranked.empty() || !family.ranked.front().predicted ? 1e300 : *family.ranked.front().predicted;
+        };
+        std::stable_sort(families.begin(), families.end(), [&](const FamilyBest& lhs, const FamilyBest& rhs) {
+            if ((lhs.explored == 0) != (rhs.explored == 0)) return lhs.explored == 0;
+            return lhs.explored == 0 && first_prediction(lhs) < first_prediction(rhs);
+        });
         std::size_t depth = 0;
         for (const auto& family : families) {
             if (family.explored == 0) depth = std::max(depth, family.ranked.size());

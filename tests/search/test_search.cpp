@@ -286,6 +286,17 @@ TEST_CASE("architect tries unmeasured families at their defaults first then foll
     CHECK(proposals.front().design.family == "stream");
     CHECK(proposals.front().design.params == stream->default_assignment());
 
+    // Neither measured: the family whose defaults the model predicts faster comes first.
+    context.family_designs = {};
+    auto predict_default = [&](const search::Template& tmpl) {
+        return *model.predict(tmpl.family(), tmpl.evaluate_quantities(tmpl.default_assignment()));
+    };
+    const auto& faster = predict_default(*tiles) < predict_default(*stream) ? tiles : stream;
+    proposals = architect->propose(context);
+    REQUIRE_FALSE(proposals.empty());
+    CHECK(proposals.front().design.family == faster->family());
+    CHECK(proposals.front().design.params == faster->default_assignment());
+
     // Both measured; stream measured 3x its prediction, tiles as predicted: tiles gets the proposals.
     context.family_designs = {{"tiles", 2}, {"stream", 2}};
     for (double engines : {1.0, 2.0}) {
