@@ -200,6 +200,17 @@ store::MeasurementRecord race_row(std::size_t launch_idx, const Observation& obs
     return row;
 }
 
+/// Appends every launch of a race to its side's evaluation row as soon as it completes (a side
+/// without a row, e.g. an unrecorded design, is not persisted).
+LaunchObserver persist_launches(store::CampaignStore& store, std::optional<std::int64_t> candidate_row,
+                                std::optional<std::int64_t> champion_row) {
+    return [&store, candidate_row, champion_row](std::size_t launch_idx, const Observation& observation,
+                                                 std::optional<double> wall_ms) {
+        const auto& row = observation.side == Side::candidate ? candidate_row : champion_row;
+        if (row) store.append_measurement(*row, race_row(launch_idx, observation, wall_ms));
+    };
+}
+
 /// Launch counts of a race for its stage record: every launch, the failed ones, the retries.
 void count_race_launches(const JudgeReport& report, StageRecord& record) {
     record.device_runs = static_cast<std::int64_t>(report.observations.size());
@@ -596,15 +607,8 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             champion_row = begin_stage(champion->candidate, Stage::race, kernel,
                                        fmt::format("raced by design {} (in progress)", candidate.design_id));
         }
-        const JudgeReport report = judge.race(
-            champion_spec, candidate_spec, race_config,
-            [&](std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
-                if (observation.side == Side::candidate) {
-                    m_store->append_measurement(candidate_row, race_row(launch_idx, observation, wall_ms));
-                } else if (champion_row) {
-                    m_store->append_measurement(*champion_row, race_row(launch_idx, observation, wall_ms));
-                }
-            });
+        const JudgeReport report = judge.race(champion_spec, candidate_spec, race_config,
+                                              persist_launches(*m_store, candidate_row, champion_row));
         outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
         outcome.device_secs += report.device_secs;
         if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
@@ -677,12 +681,8 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
                                       fmt::format("raced by design {} (re-validation in progress)",
                                                   champion.candidate.design_id));
     }
-    const JudgeReport report = judge.race(
-        predecessor_spec, champion_spec, race_config,
-        [&](std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
-            const auto& row = observation.side == Side::candidate ? champion_row : predecessor_row;
-            if (row) m_store->append_measurement(*row, race_row(launch_idx, observation, wall_ms));
-        });
+    const JudgeReport report = judge.race(predecessor_spec, champion_spec, race_config,
+                                          persist_launches(*m_store, champion_row, predecessor_row));
     outcome.device_runs = static_cast<std::int64_t>(report.verdict.launches);
     outcome.device_secs = report.device_secs;
     if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
