@@ -42,8 +42,8 @@ CascadeConfig CascadeConfig::strict(CascadeConfig base) {
     base.screen_slack = std::min(base.screen_slack, 1.25);
     base.exploration_allowance = base.exploration_allowance / 2.0;
     base.correctness_seeds = std::max(base.correctness_seeds, 3);
-    base.screen_runs = std::max(base.screen_runs, 5);
-    base.screen_max_ratio = std::min(base.screen_max_ratio, 1.05);
+    base.screen_runs = std::max(base.screen_runs, 2);
+    base.screen_max_ratio = std::min(base.screen_max_ratio, 0.995);
     return base;
 }
 
@@ -467,6 +467,9 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
     }
 
     // ---- correctness: priming launch, fresh seeds, a re-run; the toolchain's verify + anti-gaming -
+    // Every correctness launch is timed too: the screen reuses their cycles, and a first launch
+    // that is already far slower than the champion ends the evaluation after one device run.
+    std::vector<double> checked_cycles;
     {
         const auto start = Clock::now();
         SeedStream stream(m_config.seed, candidate.content_hash, "correctness");
@@ -480,7 +483,7 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
 
         std::vector<CorrectnessRun> runs;
         LaunchLog launches;
-        std::vector<double> cycles;
+        std::vector<double>& cycles = checked_cycles;
         for (std::size_t position = 0; position < seeds.size(); ++position) {
             target::RunRequest request;
             request.file = candidate.source_file;
@@ -506,6 +509,19 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                 return outcome;
             }
             runs.push_back({seeds[position], position, *result.verify});
+            if (position == 0 && champion && champion->cycles_median > 0.0 && m_config.quick_reject_ratio > 0.0 &&
+                !cycles.empty() && cycles.front() > m_config.quick_reject_ratio * champion->cycles_median) {
+                outcome.cycles_median = cycles.front();
+                outcome.champion_cycles_median = champion->cycles_median;
+                finish_stage(Stage::screen, "reject",
+                             fmt::format("first checked launch (seed {}) took {:.0f} cycles, {:.3f}x the champion's "
+                                         "{:.0f} (quick-reject limit {:.2f}x): rejected after one launch{}",
+                                         seeds[position], cycles.front(), cycles.front() / champion->cycles_median,
+                                         champion->cycles_median, m_config.quick_reject_ratio,
+                                         transient_note(launches.transient_failures())),
+                             start, &launches);
+                return outcome;
+            }
         }
         const auto verdict = check_correctness_runs(runs, AntiGamingConfig{m_config.magnitude_factor});
         if (!verdict.passed()) {
@@ -529,13 +545,14 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                      start, &launches);
     }
 
-    // ---- screen: a few device runs; clearly slower than the champion is rejected -----------------
+    // ---- screen: the correctness launches' cycles (+ screen_runs more); not faster is rejected --
     {
         const auto start = Clock::now();
         SeedStream stream(m_config.seed, candidate.content_hash, "screen");
         LaunchLog launches;
-        std::vector<double> cycles;
-        for (int run_idx = 0; run_idx < std::max(1, m_config.screen_runs); ++run_idx) {
+        std::vector<double> cycles = checked_cycles;
+        const int extra_runs = std::max(cycles.empty() ? 1 : 0, m_config.screen_runs);
+        for (int run_idx = 0; run_idx < extra_runs; ++run_idx) {
             target::RunRequest request;
             request.file = candidate.source_file;
             request.kernel = kernel.spec.name;

@@ -104,8 +104,61 @@ TEST_CASE("correctness measurements are recorded with their seeds: priming seed 
     const auto screen = stage_row(rows, "screen");
     REQUIRE(screen);
     CHECK(screen->verdict == "accept");
-    CHECK(campaign.store.list_measurements(screen->id).size() == 3);
+    // the screen reuses the four timed correctness launches and, with screen_runs = 0, adds none
+    CHECK(campaign.store.list_measurements(screen->id).empty());
+    CHECK(screen->reason.find("over 4 runs") != std::string::npos);
+    CHECK(outcome.device_runs == 4);
     CHECK(outcome.cycles_median.has_value());
+}
+
+TEST_CASE("screen_runs adds its own launches to the correctness launches' cycles") {
+    Campaign campaign;
+    CascadeConfig config = quick_config();
+    config.screen_runs = 2;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+    const Candidate candidate = campaign.design("honest");
+    const Outcome outcome = cascade.evaluate(candidate, std::nullopt, campaign.kernel());
+    const auto screen = stage_row(campaign.evaluations(candidate), "screen");
+    REQUIRE(screen);
+    CHECK(campaign.store.list_measurements(screen->id).size() == 2);
+    CHECK(screen->reason.find("over 6 runs") != std::string::npos);
+    CHECK(outcome.device_runs == 6);
+}
+
+TEST_CASE("a clear loser is rejected after its first checked launch") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Candidate slow = campaign.design("honest", 14000);  // 1.4x the champion, quick-reject limit 1.25x
+    const Outcome outcome = cascade.evaluate(slow, champion, campaign.kernel());
+    INFO(outcome.final_reason);
+    CHECK_FALSE(outcome.accepted);
+    CHECK(outcome.device_runs == 1);
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == Stage::screen);
+    CHECK(outcome.stages.back().verdict == "reject");
+    CHECK(outcome.stages.back().reason.find("quick-reject") != std::string::npos);
+    // with the quick reject off, the same design pays the whole correctness stage before the screen
+    CascadeConfig off = quick_config();
+    off.quick_reject_ratio = 0.0;
+    Campaign other;
+    Cascade full(other.toolchain, other.store, &other.rules, nullptr, off);
+    const Outcome slow_full =
+        full.evaluate(other.design("honest", 14000), Champion{other.design("honest", 10000), 10000}, other.kernel());
+    CHECK(slow_full.device_runs == 4);
+    CHECK(slow_full.stages.back().stage == Stage::screen);
+}
+
+TEST_CASE("a candidate that does not look faster in the screen gets no race") {
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Outcome outcome = cascade.evaluate(campaign.design("honest", 10300), champion, campaign.kernel());
+    INFO(outcome.final_reason);
+    CHECK_FALSE(outcome.accepted);
+    CHECK(outcome.stages.back().stage == Stage::screen);
+    CHECK(outcome.stages.back().verdict == "reject");
+    CHECK(outcome.device_runs == 4);
 }
 
 TEST_CASE("a timing below the speed-of-light bound is suspect and never accepted") {
@@ -199,7 +252,9 @@ TEST_CASE("a faster candidate wins the race and every launch is recorded for bot
 
 TEST_CASE("identical designs do not win the race") {
     Campaign campaign;
-    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    CascadeConfig config = quick_config();
+    config.screen_max_ratio = 1.10;  // let the twin through the screen, so that the race itself decides
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
     const Champion champion{campaign.design("honest", 10000), 10000};
     const Outcome outcome = cascade.evaluate(campaign.design("honest", 10000), champion, campaign.kernel());
     CHECK_FALSE(outcome.accepted);
