@@ -369,6 +369,10 @@ struct CampaignDriver::Impl {
 
         eval::Outcome outcome;
         try {
+            evaluator->set_device_run_allowance(
+                options.device_run_budget > 0
+                    ? std::optional<std::int64_t>(std::max<std::int64_t>(0, options.device_run_budget - device_runs))
+                    : std::nullopt);
             outcome = evaluator->evaluate(candidate, champion, kernel.setup.context);
         } catch (const Error& error) {
             if (error.kind() == ErrorKind::interrupted || error.kind() == ErrorKind::store) throw;
@@ -534,8 +538,13 @@ struct CampaignDriver::Impl {
         eval::Champion predecessor;
         predecessor.candidate = candidate_of(*predecessor_design, predecessor_link.design_id, std::nullopt);
         predecessor.cycles_median = predecessor_link.cycles;
+        evaluator->set_device_run_allowance(
+            options.device_run_budget > 0
+                ? std::optional<std::int64_t>(std::max<std::int64_t>(0, options.device_run_budget - device_runs))
+                : std::nullopt);
         eval::Outcome outcome = evaluator->revalidate(champion, predecessor, kernel.setup.context);
-        bool holds = outcome.accepted;
+        // a re-validation the budget cut short decided nothing: the champion stays
+        bool holds = outcome.accepted || outcome.budget_exhausted;
         {
             store::Transaction transaction = store->database().transaction();
             device_runs += outcome.device_runs;

@@ -27,6 +27,9 @@ public:
     /// Late in a campaign the driver asks for stricter acceptance (smaller alpha, more runs per
     /// race, a tighter screen); false returns to the configured settings.
     virtual void set_strict(bool strict) { (void)strict; }
+    /// Device runs the next evaluation may spend (the budget left; none = unbounded): a race
+    /// ends inconclusive rather than overrun the campaign's device-run budget.
+    virtual void set_device_run_allowance(std::optional<std::int64_t> allowance) { (void)allowance; }
 };
 
 /// The real cascade behind the Evaluator interface.
@@ -41,6 +44,9 @@ public:
     double speed_of_light_cycles(const eval::KernelContext& kernel) override;
     std::string toolchain_version(std::string* why = nullptr) override;
     void set_strict(bool strict) override;
+    void set_device_run_allowance(std::optional<std::int64_t> allowance) override {
+        m_cascade->set_device_run_allowance(allowance);
+    }
 
 private:
     eval::Cascade* m_cascade;

@@ -612,6 +612,10 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         RaceConfig race_config;
         race_config.seed = SeedStream(m_config.seed, candidate.content_hash, "race").next();
         race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, m_config.transient_retries));
+        if (m_allowance) {
+            // at least one pair, so that the race row always has a launch to show
+            race_config.max_launches = static_cast<std::size_t>(std::max<std::int64_t>(2, *m_allowance - outcome.device_runs));
+        }
         const LaunchSpec champion_spec{champion->candidate.source_file, kernel.spec.name, kernel.shape,
                                        m_config.run_extra_args};
         const LaunchSpec candidate_spec{candidate.source_file, kernel.spec.name, kernel.shape, m_config.run_extra_args};
@@ -626,6 +630,8 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         }
         const JudgeReport report = judge.race(champion_spec, candidate_spec, race_config,
                                               persist_launches(*m_store, candidate_row, champion_row));
+        outcome.budget_exhausted = report.verdict.aborted && race_config.max_launches > 0 &&
+                                   report.verdict.launches + 2 > race_config.max_launches;
         outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
         outcome.device_secs += report.device_secs;
         if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
@@ -681,6 +687,7 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
                                   champion.candidate.content_hash, "revalidate")
                            .next();
     race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, m_config.transient_retries));
+    if (m_allowance) race_config.max_launches = static_cast<std::size_t>(std::max<std::int64_t>(2, *m_allowance));
     const LaunchSpec predecessor_spec{predecessor.candidate.source_file, kernel.spec.name, kernel.shape,
                                       m_config.run_extra_args};
     const LaunchSpec champion_spec{champion.candidate.source_file, kernel.spec.name, kernel.shape,
@@ -700,6 +707,8 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
     }
     const JudgeReport report = judge.race(predecessor_spec, champion_spec, race_config,
                                           persist_launches(*m_store, champion_row, predecessor_row));
+    outcome.budget_exhausted = report.verdict.aborted && race_config.max_launches > 0 &&
+                               report.verdict.launches + 2 > race_config.max_launches;
     outcome.device_runs = static_cast<std::int64_t>(report.verdict.launches);
     outcome.device_secs = report.device_secs;
     if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);

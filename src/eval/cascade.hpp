@@ -91,6 +91,7 @@ struct Outcome {
     std::int64_t device_runs = 0;
     double device_secs = 0.0;
     std::string final_reason;
+    bool budget_exhausted = false;          ///< the race stopped at the device-run allowance, undecided
 };
 
 /// The champion as the cascade needs it.
@@ -121,6 +122,9 @@ public:
     double speed_of_light_cycles(const KernelContext& kernel) const;
 
     void set_config(CascadeConfig config) { m_config = std::move(config); }
+    /// Device runs the next evaluations may spend (the campaign's budget left); none = no cap.
+    /// The race stops, inconclusive, rather than run past it.
+    void set_device_run_allowance(std::optional<std::int64_t> allowance) { m_allowance = allowance; }
     const CascadeConfig& config() const { return m_config; }
 
 private:
@@ -141,6 +145,7 @@ private:
     store::CampaignStore* m_store;
     knowledge::RuleBook* m_rules;
     const knowledge::HardwareModel* m_model;
+    std::optional<std::int64_t> m_allowance;
     CascadeConfig m_config;
     std::shared_ptr<const SequentialDesign> m_sequential_design;  ///< for m_sequential_config
     SequentialConfig m_sequential_config;

@@ -45,6 +45,12 @@ Race::Race(std::shared_ptr<const SequentialDesign> design, RaceConfig config)
 
 std::optional<PairPlan> Race::next_pair() {
     if (is_over()) return std::nullopt;
+    if (!m_pending && m_config.max_launches > 0 && m_verdict.launches + 2 > m_config.max_launches) {
+        finish(Decision::inconclusive, true,
+               fmt::format("inconclusive: the device-run allowance ({} launches) leaves no room for pair {}",
+                           m_config.max_launches, m_verdict.pairs_completed));
+        return std::nullopt;
+    }
     if (!m_pending) m_pending = m_plan.plan_next_pair();
     return m_pending;
 }

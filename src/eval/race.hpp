@@ -85,6 +85,9 @@ struct RaceConfig {
     std::uint64_t seed = 0;
     std::size_t max_retries_per_pair = 3;  ///< transient failures tolerated on one pair
     std::size_t max_failures = 10;         ///< transient failures tolerated in the whole race
+    std::size_t max_launches = 0;          ///< launches the race may spend (the campaign's device-run
+                                           ///< budget left); 0 = no cap. Stopping early can only turn
+                                           ///< an accept into "inconclusive", never the reverse
 };
 
 /// How the race ended (or stands).

@@ -121,3 +121,24 @@ TEST_CASE("a race with a clearly faster candidate is accepted through the sequen
     CHECK(race.verdict().launches == 2 * pair_count);
     CHECK(race.verdict().test.speedup > 1.1);
 }
+
+TEST_CASE("a launch cap ends the race inconclusive and aborted before it can overrun, never accepted") {
+    // the same clearly faster candidate as above; with room for 3 pairs the test cannot accept yet
+    RaceConfig config{6, 3, 10};
+    config.max_launches = 7;
+    Race race(small_design(), config);
+    std::size_t pair_count = 0;
+    while (auto plan = race.next_pair()) {
+        race.record_pair(*plan, timed(1.0, 0.9));
+        ++pair_count;
+    }
+    CHECK(pair_count == 3);
+    CHECK(race.verdict().launches == 6);
+    CHECK(race.verdict().decision == Decision::inconclusive);
+    CHECK(race.verdict().aborted);
+    CHECK(race.verdict().reason.find("allowance") != std::string::npos);
+    // without the cap the same race accepts
+    Race free_race(small_design(), RaceConfig{6, 3, 10});
+    while (auto plan = free_race.next_pair()) free_race.record_pair(*plan, timed(1.0, 0.9));
+    CHECK(free_race.verdict().decision == Decision::accept);
+}
