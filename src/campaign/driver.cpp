@@ -354,7 +354,14 @@ struct CampaignDriver::Impl {
     std::optional<eval::Champion> champion_of(KernelRuntime& kernel) {
         if (!kernel.champion) return std::nullopt;
         eval::Champion champion;
-        champion.candidate = candidate_of(*kernel.champion, kernel.champion_design_id, std::nullopt);
+        // The champion's estimate comes from the same (family-corrected) cost model as the
+        // candidates' predictions, so that the estimate stage compares like with like; a design
+        // that declares no quantities (the baseline) falls back to the toolchain's static schedule.
+        std::optional<double> predicted;
+        if (!kernel.champion->is_baseline) {
+            predicted = kernel.cost_model.predict(kernel.champion->family, quantities_map(*kernel.champion));
+        }
+        champion.candidate = candidate_of(*kernel.champion, kernel.champion_design_id, predicted);
         champion.cycles_median = kernel.champion_cycles;
         return champion;
     }
