@@ -114,6 +114,7 @@ struct KernelRuntime {
     std::set<std::string> known_hashes;
     std::map<std::string, std::int64_t> family_designs;
     std::int64_t steps_since_accept = 0;
+    std::int64_t runs_since_accept = 0;  ///< device runs spent on the kernel since its last accept
     std::int64_t accepts_since_revalidation = 0;
     std::int64_t designs = 0;
     bool revalidate_pending = false;
@@ -125,6 +126,7 @@ struct KernelRuntime {
                 {"failure_kind", failure_kind},
                 {"sol_cycles", sol_cycles},
                 {"steps_since_accept", steps_since_accept},
+                {"runs_since_accept", runs_since_accept},
                 {"accepts_since_revalidation", accepts_since_revalidation},
                 {"revalidate_pending", revalidate_pending}};
     }
@@ -250,6 +252,7 @@ struct CampaignDriver::Impl {
         kernel.failure_kind = state.value("failure_kind", std::string());
         kernel.sol_cycles = state.value("sol_cycles", 0.0);
         kernel.steps_since_accept = state.value("steps_since_accept", std::int64_t{0});
+        kernel.runs_since_accept = state.value("runs_since_accept", std::int64_t{0});
         kernel.accepts_since_revalidation = state.value("accepts_since_revalidation", std::int64_t{0});
         kernel.revalidate_pending = state.value("revalidate_pending", false);
         auto discounted = parse_or(tree.state("scheduler/" + kernel.name()), nlohmann::json::object());
@@ -451,6 +454,7 @@ struct CampaignDriver::Impl {
             device_runs += outcome.device_runs;
             device_secs += outcome.device_secs;
             kernel.steps_since_accept = becomes_champion ? 0 : kernel.steps_since_accept + 1;
+            kernel.runs_since_accept = becomes_champion ? 0 : kernel.runs_since_accept + outcome.device_runs;
             if (becomes_champion && !is_baseline) kernel.accepts_since_revalidation += 1;
             if (is_baseline && !becomes_champion) {
                 kernel.status = "failed";
@@ -583,7 +587,11 @@ struct CampaignDriver::Impl {
             double reference = kernel->sol_cycles > 0 ? kernel->sol_cycles
                                                       : (kernel->baseline_cycles ? *kernel->baseline_cycles / 100.0 : 1.0);
             double distance = std::log(std::max(kernel->champion_cycles / std::max(reference, 1e-9), 1.0 + 1e-9));
-            double priority = distance / (1.0 + 0.05 * static_cast<double>(kernel->steps_since_accept));
+            // Distance from the bound, discounted by what the kernel has cost since it last
+            // improved: a kernel stuck near the limit of its families yields its turn to kernels
+            // still gaining, since every kernel's log-speedup counts alike in the geomean.
+            double priority = distance / (1.0 + 0.05 * static_cast<double>(kernel->steps_since_accept) +
+                                          static_cast<double>(kernel->runs_since_accept) / 25.0);
             if (priority > best_priority) {
                 best_priority = priority;
                 best = kernel.get();

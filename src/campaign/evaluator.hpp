@@ -25,7 +25,7 @@ public:
     /// The toolchain's version ("" when it is missing; `why` says why).
     virtual std::string toolchain_version(std::string* why = nullptr) = 0;
     /// Late in a campaign the driver asks for stricter acceptance (smaller alpha, more runs per
-    /// race, a tighter screen); false returns to the configured settings.
+    /// race and per screen, small gains raced too); false returns to the configured settings.
     virtual void set_strict(bool strict) { (void)strict; }
     /// Device runs the next evaluation may spend (the budget left; none = unbounded): a race
     /// ends inconclusive rather than overrun the campaign's device-run budget.

@@ -43,7 +43,7 @@ CascadeConfig CascadeConfig::strict(CascadeConfig base) {
     base.exploration_allowance = base.exploration_allowance / 2.0;
     base.correctness_seeds = std::max(base.correctness_seeds, 3);
     base.screen_runs = std::max(base.screen_runs, 2);
-    base.screen_max_ratio = std::min(base.screen_max_ratio, 0.995);
+    base.screen_max_ratio = std::max(base.screen_max_ratio, 0.995);
     return base;
 }
 

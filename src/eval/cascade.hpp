@@ -66,9 +66,10 @@ struct CascadeConfig {
     double exploration_allowance = 0.1; ///< share of screened-out designs let through anyway
     int correctness_seeds = 2;          ///< fresh seeds checked for correctness
     int screen_runs = 0;                ///< device runs the screen adds to the correctness launches' cycles
-    double screen_max_ratio = 0.995;    ///< screen rejects when median > ratio × champion median: only a
-                                        ///< candidate that already looks faster is worth a race
-    double quick_reject_ratio = 1.25;   ///< the first checked launch slower than ratio × the champion's
+    double screen_max_ratio = 0.98;     ///< screen rejects when median > ratio × champion median: only a
+                                        ///< candidate that already looks clearly faster is worth a race
+                                        ///< while exploring (strict(): 0.995, late refinements too)
+    double quick_reject_ratio = 1.10;   ///< the first checked launch slower than ratio × the champion's
                                         ///< median rejects at once (one launch for a clear loser; 0 = off)
     int transient_retries = 3;
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
