@@ -286,7 +286,14 @@ struct CampaignDriver::Impl {
                         if (value.is_number()) quantities[name] = value.get<double>();
                     }
                 }
-                kernel.cost_model.observe(family, quantities, *edge.cycles);
+                std::map<std::string, double> params;
+                auto params_json = nlohmann::json::parse(design->params_json, nullptr, false);
+                if (params_json.is_object()) {
+                    for (const auto& [name, value] : params_json.items()) {
+                        if (value.is_number()) params[name] = value.get<double>();
+                    }
+                }
+                kernel.cost_model.observe(family, quantities, *edge.cycles, &params);
             }
         }
         auto path = tree.champion_path(kernel.name());
@@ -362,7 +369,8 @@ struct CampaignDriver::Impl {
         // that declares no quantities (the baseline) falls back to the toolchain's static schedule.
         std::optional<double> predicted;
         if (!kernel.champion->is_baseline) {
-            predicted = kernel.cost_model.predict(kernel.champion->family, quantities_map(*kernel.champion));
+            predicted = kernel.cost_model.predict(kernel.champion->family, quantities_map(*kernel.champion),
+                                                  &kernel.champion->params);
         }
         champion.candidate = candidate_of(*kernel.champion, kernel.champion_design_id, predicted);
         champion.cycles_median = kernel.champion_cycles;
@@ -483,7 +491,8 @@ struct CampaignDriver::Impl {
         kernel.designs += 1;
         kernel.family_designs[proposal.design.family] += 1;
         if (outcome.cycles_median && verdict != "failed" && verdict != "error") {
-            kernel.cost_model.observe(proposal.design.family, quantities_map(proposal.design), *outcome.cycles_median);
+            kernel.cost_model.observe(proposal.design.family, quantities_map(proposal.design), *outcome.cycles_median,
+                                      &proposal.design.params);
         }
         if (becomes_champion) {
             if (is_baseline) kernel.baseline_cycles = new_champion_cycles;

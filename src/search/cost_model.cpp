@@ -1,5 +1,8 @@
 #include "search/cost_model.hpp"
 
+#include <Eigen/Dense>
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -68,21 +71,43 @@ std::optional<double> CostModel::predict_base(const std::map<std::string, double
     return value;
 }
 
-std::optional<double> CostModel::predict(const std::string& family,
-                                         const std::map<std::string, double>& quantities) const {
+namespace {
+
+std::string param_key(const std::string& name, double value) { return fmt::format("{}={:g}", name, value); }
+
+}  // namespace
+
+std::optional<double> CostModel::predict(const std::string& family, const std::map<std::string, double>& quantities,
+                                         const std::map<std::string, double>* params) const {
     auto base = predict_base(quantities);
     if (!base) return std::nullopt;
     Correction fit = correction(family);
     double log_base = std::log(*base);
-    return std::exp(log_base + fit.offset + fit.slope * (log_base - fit.centre));
+    double effect = 0.0;
+    if (params) {
+        auto effects = m_param_effects.find(family);
+        if (effects != m_param_effects.end()) {
+            for (const auto& [name, value] : *params) {
+                auto found = effects->second.find(param_key(name, value));
+                if (found != effects->second.end()) effect += found->second;
+            }
+        }
+    }
+    return std::exp(log_base + fit.offset + fit.slope * (log_base - fit.centre) + effect);
 }
 
 void CostModel::observe(const std::string& family, const std::map<std::string, double>& quantities,
-                        double measured_cycles) {
+                        double measured_cycles, const std::map<std::string, double>* params) {
     auto base = predict_base(quantities);
     if (!base || !(measured_cycles > 0.0)) return;
-    m_points[family].push_back({std::log(*base), std::log(measured_cycles / *base)});
+    m_points[family].push_back({std::log(*base), std::log(measured_cycles / *base),
+                                params ? *params : std::map<std::string, double>{}});
     refit(family);
+}
+
+std::map<std::string, double> CostModel::param_effects(const std::string& family) const {
+    auto found = m_param_effects.find(family);
+    return found == m_param_effects.end() ? std::map<std::string, double>{} : found->second;
 }
 
 CostModel::Correction CostModel::correction(const std::string& family) const {
@@ -116,6 +141,37 @@ void CostModel::refit(const std::string& family) {
         fit.slope = std::clamp(sxy / (sxx + ridge), -0.9, 2.0);
     }
     m_corrections[family] = fit;
+
+    // What the correction leaves unexplained, attributed to parameter values: one indicator per
+    // "NAME=value" seen in a measured design, ridge-shrunk towards "no effect" (lambda 1 in log
+    // units), so that a value measured once moves the ranking by half its residual at most.
+    std::map<std::string, Eigen::Index> columns;
+    std::vector<const Point*> rows;
+    for (const auto& point : points) {
+        if (point.params.empty()) continue;
+        rows.push_back(&point);
+        for (const auto& [name, value] : point.params) columns.emplace(param_key(name, value), 0);
+    }
+    m_param_effects.erase(family);
+    if (rows.size() < 3 || columns.empty()) return;
+    Eigen::Index column = 0;
+    for (auto& [key, index] : columns) index = column++;
+    Eigen::MatrixXd features = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(rows.size()), column);
+    Eigen::VectorXd residuals(static_cast<Eigen::Index>(rows.size()));
+    for (std::size_t row = 0; row < rows.size(); ++row) {
+        const Point& point = *rows[row];
+        const auto row_index = static_cast<Eigen::Index>(row);
+        residuals(row_index) = point.log_ratio - (fit.offset + fit.slope * (point.log_predicted - fit.centre));
+        for (const auto& [name, value] : point.params) features(row_index, columns[param_key(name, value)]) = 1.0;
+    }
+    const double lambda = 1.0;
+    Eigen::MatrixXd normal = features.transpose() * features;
+    normal.diagonal().array() += lambda;
+    const Eigen::VectorXd weights = normal.ldlt().solve(features.transpose() * residuals);
+    auto& effects = m_param_effects[family];
+    for (const auto& [key, index] : columns) {
+        if (std::isfinite(weights(index))) effects[key] = weights(index);
+    }
 }
 
 }  // namespace npuopt::search

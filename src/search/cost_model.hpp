@@ -1,8 +1,11 @@
 #pragma once
 // The search's cost model: predicts a design's cycles from the quantities its template declares
 // and the fitted hardware model (roofline terms with overlap), then corrects per design family
-// with what the campaign measured (least squares on log(measured / predicted)). It only ranks
-// candidates; the judge decides.
+// with what the campaign measured (least squares on log(measured / predicted)), and learns what
+// the quantities cannot show — a template parameter whose values change nothing the roofline
+// sees (an exchange scheme, a late scale, a stagger) — as per-value effects on the remaining
+// log residual (ridge regression on the parameter values of the family's measured designs). It
+// only ranks candidates; the judge decides.
 //
 // Quantities it reads (templates name them like the toolchain's diagnostics; any may be absent):
 //   weight_bytes, dma_commands, passes, packet_bytes, engine_index (engines - 1), slice (highest slice
@@ -41,11 +44,17 @@ public:
     CostTerms terms(const std::map<std::string, double>& quantities) const;
     /// Uncorrected prediction; nullopt when the quantities say nothing the model can use.
     std::optional<double> predict_base(const std::map<std::string, double>& quantities) const;
-    /// Prediction with the family's learnt correction.
-    std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities) const;
+    /// Prediction with the family's learnt correction, and with the learnt effects of `params`'
+    /// values when given (a value never measured has no effect).
+    std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities,
+                                  const std::map<std::string, double>* params = nullptr) const;
 
-    /// Learn from a measured design of `family`; refits that family's correction.
-    void observe(const std::string& family, const std::map<std::string, double>& quantities, double measured_cycles);
+    /// Learn from a measured design of `family` (with its parameter values, when it has any);
+    /// refits that family's correction and parameter effects.
+    void observe(const std::string& family, const std::map<std::string, double>& quantities, double measured_cycles,
+                 const std::map<std::string, double>* params = nullptr);
+    /// The learnt effect of each "NAME=value" of `family` on log cycles (negative: faster).
+    std::map<std::string, double> param_effects(const std::string& family) const;
     /// log(measured / predicted) ≈ offset + slope × (log predicted − centre), least squares per family.
     struct Correction { double offset = 0.0; double slope = 0.0; double centre = 0.0; std::size_t points = 0; };
     Correction correction(const std::string& family) const;
@@ -53,12 +62,13 @@ public:
     const knowledge::HardwareModel& hardware() const { return m_model; }
 
 private:
-    struct Point { double log_predicted; double log_ratio; };
+    struct Point { double log_predicted; double log_ratio; std::map<std::string, double> params; };
     void refit(const std::string& family);
 
     knowledge::HardwareModel m_model;
     std::map<std::string, std::vector<Point>> m_points;
     std::map<std::string, Correction> m_corrections;
+    std::map<std::string, std::map<std::string, double>> m_param_effects;
 };
 
 }  // namespace npuopt::search

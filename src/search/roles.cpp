@@ -224,7 +224,8 @@ public:
         rank(scored, context.seed);
         std::optional<double> champion_predicted;
         if (context.cost_model) {
-            champion_predicted = context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params));
+            champion_predicted = context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params),
+                                                             &context.champion->params);
         }
         return to_proposals(context, scored, name(), [&](const ScoredAssignment& item) {
             return fmt::format("neighbour of the champion ranked by the cost model: predicted {} vs {} cycles",
@@ -244,7 +245,7 @@ std::optional<ScoredAssignment> score_assignment(const SearchContext& context, c
     scored.assignment = assignment;
     scored.quantities = merged_quantities(tmpl, assignment);
     if (context.rule_check && context.rule_check(scored.quantities)) return std::nullopt;
-    if (context.cost_model) scored.predicted = context.cost_model->predict(tmpl.family(), scored.quantities);
+    if (context.cost_model) scored.predicted = context.cost_model->predict(tmpl.family(), scored.quantities, &assignment);
     scored.move = std::move(move);
     return scored;
 }
