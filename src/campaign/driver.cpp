@@ -441,7 +441,18 @@ struct CampaignDriver::Impl {
         double log_gain = becomes_champion && champion_before > 0 && new_champion_cycles > 0
                               ? std::log(champion_before / new_champion_cycles)
                               : 0.0;
-        if (!is_baseline) kernel.scheduler.record(proposal.role, log_gain, outcome.device_secs, becomes_champion);
+        // The bandit is paid in the share of the remaining distance to the bound that the step
+        // closed, so that the first jump away from the baseline (any role's proposal wins it, by a
+        // log-speedup tens of times any later one) does not lock the scheduler onto whichever
+        // role made it; steps taken against the baseline itself are not scored at all.
+        const bool against_baseline = kernel.champion && kernel.champion->is_baseline;
+        if (!is_baseline && !against_baseline) {
+            double scale = 1.0;
+            if (kernel.sol_cycles > 0.0 && champion_before > kernel.sol_cycles) {
+                scale = 1.0 / std::max(std::log(champion_before / kernel.sol_cycles), 0.02);
+            }
+            kernel.scheduler.record(proposal.role, log_gain * scale, outcome.device_secs, becomes_champion);
+        }
         std::int64_t link_id = 0;
         {
             store::Transaction transaction = store->database().transaction();
