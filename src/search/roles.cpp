@@ -156,8 +156,10 @@ public:
             auto explored = context.family_designs.find(tmpl->family());
             families.push_back({std::move(samples), explored == context.family_designs.end() ? 0 : explored->second});
         }
-        // Families never measured first (their declared defaults, then their best predicted
-        // region), least explored first. Once every family has a measurement, its learnt
+        // Families never measured first (their best predicted samples, the declared defaults among
+        // them: an untried family is entered at the point the model likes best, since a compile
+        // failure costs no device run and every accept costs a race), least explored first. Once
+        // every family has a measurement, its learnt
         // correction says where it stands: then all samples compete on their corrected
         // prediction, so that the families that measured well get the proposals instead of a
         // round-robin that keeps paying for families already shown to be slow.
@@ -166,16 +168,9 @@ public:
         std::vector<ScoredAssignment> ordered;
         std::vector<ScoredAssignment> measured;
         for (auto& family : families) {
-            if (family.explored > 0) {
-                measured.insert(measured.end(), family.ranked.begin(), family.ranked.end());
-                continue;
-            }
-            // the template's defaults first: a kernel engineer's starting point for the family
-            std::stable_partition(family.ranked.begin(), family.ranked.end(), [](const ScoredAssignment& item) {
-                return item.move.find("(defaults)") != std::string::npos;
-            });
+            if (family.explored > 0) measured.insert(measured.end(), family.ranked.begin(), family.ranked.end());
         }
-        // Among the unmeasured families, the one whose starting point the model predicts fastest first.
+        // Among the unmeasured families, the one whose best point the model predicts fastest first.
         auto first_prediction = [](const FamilyBest& family) {
             return family.ranked.empty() || !family.ranked.front().predicted ? 1e300 : *family.ranked.front().predicted;
         };

@@ -299,7 +299,7 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     }
 }
 
-TEST_CASE("architect tries unmeasured families at their defaults first then follows the measured level") {
+TEST_CASE("architect enters unmeasured families at their best predicted point then follows the measured level") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);
     auto kernel = toy_kernel(dir.path);
@@ -318,20 +318,27 @@ TEST_CASE("architect tries unmeasured families at their defaults first then foll
     auto architect = search::make_architect();
     auto proposals = architect->propose(context);
     REQUIRE_FALSE(proposals.empty());
-    // stream has no measurement yet: its declared defaults come first.
-    CHECK(proposals.front().design.family == "stream");
-    CHECK(proposals.front().design.params == stream->default_assignment());
-
-    // Neither measured: the family whose defaults the model predicts faster comes first.
-    context.family_designs = {};
-    auto predict_default = [&](const search::Template& tmpl) {
-        return *model.predict(tmpl.family(), tmpl.evaluate_quantities(tmpl.default_assignment()));
+    // stream has no measurement yet: its best predicted sample comes first (no worse than its defaults).
+    auto predict_point = [&](const search::Template& tmpl, const search::Assignment& assignment) {
+        return *model.predict(tmpl.family(), tmpl.evaluate_quantities(assignment));
     };
-    const auto& faster = predict_default(*tiles) < predict_default(*stream) ? tiles : stream;
+    CHECK(proposals.front().design.family == "stream");
+    REQUIRE(proposals.front().predicted_cycles.has_value());
+    CHECK(*proposals.front().predicted_cycles <= predict_point(*stream, stream->default_assignment()) * 1.005);
+    for (const auto& proposal : proposals) {
+        if (proposal.design.family == "stream" && proposal.predicted_cycles) {
+            CHECK(*proposals.front().predicted_cycles <= *proposal.predicted_cycles * 1.005);
+        }
+    }
+
+    // Neither measured: the first proposal is the best predicted point of either family.
+    context.family_designs = {};
     proposals = architect->propose(context);
     REQUIRE_FALSE(proposals.empty());
-    CHECK(proposals.front().design.family == faster->family());
-    CHECK(proposals.front().design.params == faster->default_assignment());
+    REQUIRE(proposals.front().predicted_cycles.has_value());
+    for (const auto& proposal : proposals) {
+        if (proposal.predicted_cycles) CHECK(*proposals.front().predicted_cycles <= *proposal.predicted_cycles * 1.005);
+    }
 
     // Both measured; stream measured 3x its prediction, tiles as predicted: tiles gets the proposals.
     context.family_designs = {{"tiles", 2}, {"stream", 2}};
