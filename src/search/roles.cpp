@@ -187,20 +187,6 @@ public:
                 if (family.explored == 0 && rank_idx < family.ranked.size()) ordered.push_back(family.ranked[rank_idx]);
             }
         }
-        // A sample of a measured family is only worth a device run when the model, corrected by
-        // what was measured, expects it to beat the champion; otherwise the architect stands aside
-        // and the roles that refine the champion act.
-        if (context.champion && !context.champion->is_baseline && context.cost_model) {
-            if (const Template* current = find_template(context, context.champion->template_name)) {
-                auto champion_predicted = context.cost_model->predict(
-                    current->family(), merged_quantities(*current, context.champion->params), &context.champion->params);
-                if (champion_predicted) {
-                    std::erase_if(measured, [&](const ScoredAssignment& item) {
-                        return !item.predicted || *item.predicted >= 0.99 * *champion_predicted;
-                    });
-                }
-            }
-        }
         rank(measured, random());
         ordered.insert(ordered.end(), measured.begin(), measured.end());
         double champion = context.champion_cycles;
