@@ -37,8 +37,9 @@ std::string stage_name(Stage stage) {
 CascadeConfig CascadeConfig::strict(CascadeConfig base) {
     const SequentialConfig preset = SequentialConfig::strict();
     base.acceptance.alpha = std::min(base.acceptance.alpha, preset.alpha);
-    base.acceptance.min_pairs = std::max(base.acceptance.min_pairs, preset.min_pairs);
-    base.acceptance.max_pairs = std::max(base.acceptance.max_pairs, preset.max_pairs);
+    // The campaign's cap on a race (max_runs_per_race) is the user's: the strict phase asks for
+    // more evidence before an accept (smaller alpha, a later first look), not for longer races.
+    base.acceptance.min_pairs = std::min(std::max(base.acceptance.min_pairs, preset.min_pairs), base.acceptance.max_pairs);
     base.screen_slack = std::min(base.screen_slack, 1.25);
     base.exploration_allowance = base.exploration_allowance / 2.0;
     base.correctness_seeds = std::max(base.correctness_seeds, 3);
