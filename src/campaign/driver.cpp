@@ -361,6 +361,12 @@ struct CampaignDriver::Impl {
         return candidate;
     }
 
+    /// Device runs the budget still allows (none: no device-run budget).
+    std::optional<std::int64_t> device_runs_left() const {
+        if (options.device_run_budget <= 0) return std::nullopt;
+        return std::max<std::int64_t>(0, options.device_run_budget - device_runs);
+    }
+
     std::optional<eval::Champion> champion_of(KernelRuntime& kernel) {
         if (!kernel.champion) return std::nullopt;
         eval::Champion champion;
@@ -387,10 +393,7 @@ struct CampaignDriver::Impl {
 
         eval::Outcome outcome;
         try {
-            evaluator->set_device_run_allowance(
-                options.device_run_budget > 0
-                    ? std::optional<std::int64_t>(std::max<std::int64_t>(0, options.device_run_budget - device_runs))
-                    : std::nullopt);
+            evaluator->set_device_run_allowance(device_runs_left());
             outcome = evaluator->evaluate(candidate, champion, kernel.setup.context);
         } catch (const Error& error) {
             if (error.kind() == ErrorKind::interrupted || error.kind() == ErrorKind::store) throw;
@@ -569,10 +572,7 @@ struct CampaignDriver::Impl {
         eval::Champion predecessor;
         predecessor.candidate = candidate_of(*predecessor_design, predecessor_link.design_id, std::nullopt);
         predecessor.cycles_median = predecessor_link.cycles;
-        evaluator->set_device_run_allowance(
-            options.device_run_budget > 0
-                ? std::optional<std::int64_t>(std::max<std::int64_t>(0, options.device_run_budget - device_runs))
-                : std::nullopt);
+        evaluator->set_device_run_allowance(device_runs_left());
         eval::Outcome outcome = evaluator->revalidate(champion, predecessor, kernel.setup.context);
         // a re-validation the budget cut short decided nothing: the champion stays
         bool holds = outcome.accepted || outcome.budget_exhausted;
