@@ -35,6 +35,17 @@ nlohmann::json parse_or(const std::optional<std::string>& text, nlohmann::json f
     return json.is_discarded() ? fallback : json;
 }
 
+/// The numeric members of a JSON object text (design params, declared quantities); {} otherwise.
+std::map<std::string, double> numbers_of(const std::string& text) {
+    std::map<std::string, double> numbers;
+    auto json = nlohmann::json::parse(text, nullptr, false);
+    if (!json.is_object()) return numbers;
+    for (const auto& [name, value] : json.items()) {
+        if (value.is_number()) numbers[name] = value.get<double>();
+    }
+    return numbers;
+}
+
 /// The tree's verdict for a cascade outcome: accepted, or the last stage's verdict in words.
 std::string edge_verdict(const eval::Outcome& outcome) {
     if (outcome.accepted) return "accepted";
@@ -218,13 +229,7 @@ struct CampaignDriver::Impl {
     std::optional<search::Design> design_from_record(KernelRuntime& kernel, const store::DesignRecord& record) {
         auto found = kernel.templates_by_name.find(record.template_name);
         if (found != kernel.templates_by_name.end()) {
-            search::Assignment assignment;
-            auto params = nlohmann::json::parse(record.params_json, nullptr, false);
-            if (params.is_object()) {
-                for (const auto& [name, value] : params.items()) {
-                    if (value.is_number()) assignment[name] = value.get<double>();
-                }
-            }
+            search::Assignment assignment = numbers_of(record.params_json);
             try {
                 search::Design design = found->second->instantiate(assignment);
                 if (design.content_hash == record.content_hash) return design;
@@ -279,20 +284,8 @@ struct CampaignDriver::Impl {
             std::string family = tmpl == kernel.templates_by_name.end() ? design->template_name : tmpl->second->family();
             kernel.family_designs[family] += 1;
             if (edge.cycles && edge.verdict != "failed" && edge.verdict != "error") {
-                std::map<std::string, double> quantities;
-                auto json = nlohmann::json::parse(edge.quantities_json, nullptr, false);
-                if (json.is_object()) {
-                    for (const auto& [name, value] : json.items()) {
-                        if (value.is_number()) quantities[name] = value.get<double>();
-                    }
-                }
-                std::map<std::string, double> params;
-                auto params_json = nlohmann::json::parse(design->params_json, nullptr, false);
-                if (params_json.is_object()) {
-                    for (const auto& [name, value] : params_json.items()) {
-                        if (value.is_number()) params[name] = value.get<double>();
-                    }
-                }
+                const auto quantities = numbers_of(edge.quantities_json);
+                const auto params = numbers_of(design->params_json);
                 kernel.cost_model.observe(family, quantities, *edge.cycles, &params);
             }
         }

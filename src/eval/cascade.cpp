@@ -184,6 +184,16 @@ private:
 };
 
 /// One launch of a race as a measurement row (`launch_idx`: its place in the race's launch order).
+/// A stage record's verdict, reason, time and launch counts into its store row.
+void copy_outcome(const StageRecord& record, store::EvaluationRecord& row) {
+    row.verdict = record.verdict;
+    row.reason = record.reason;
+    row.secs = record.secs;
+    row.launches = record.device_runs;
+    row.failed_launches = record.failed_launches;
+    row.retries = record.retries;
+}
+
 store::MeasurementRecord race_row(std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
     store::MeasurementRecord row;
     row.launch_order = static_cast<std::int64_t>(launch_idx);
@@ -278,12 +288,7 @@ std::int64_t Cascade::record_stage(const Candidate& candidate, const StageRecord
     evaluation.toolchain_version_id = toolchain_version_id();
     evaluation.bench_config_hash = bench_config_hash(kernel);
     evaluation.stage = stage_name(record.stage);
-    evaluation.verdict = record.verdict;
-    evaluation.reason = record.reason;
-    evaluation.secs = record.secs;
-    evaluation.launches = record.device_runs;
-    evaluation.failed_launches = record.failed_launches;
-    evaluation.retries = record.retries;
+    copy_outcome(record, evaluation);
     return m_store->record_evaluation(evaluation, measurements);
 }
 
@@ -295,12 +300,7 @@ std::int64_t Cascade::begin_stage(const Candidate& candidate, Stage stage, const
 
 void Cascade::complete_stage(std::int64_t evaluation_id, const StageRecord& record) {
     store::EvaluationRecord final_record;
-    final_record.verdict = record.verdict;
-    final_record.reason = record.reason;
-    final_record.secs = record.secs;
-    final_record.launches = record.device_runs;
-    final_record.failed_launches = record.failed_launches;
-    final_record.retries = record.retries;
+    copy_outcome(record, final_record);
     m_store->complete_evaluation(evaluation_id, final_record);
 }
 
