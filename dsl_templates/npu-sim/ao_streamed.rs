@@ -15,6 +15,13 @@
 // writes its partial, every slice reads all of them with one strided
 // program), or over the switch network to the first slice and back by a
 // doubling broadcast (1), or all-to-all over the switch network (2).
+// ORDER: 0 issues each slice's whole stream before the next slice's; 1 issues
+// tile by tile across the slices. An engine runs its commands in issue order,
+// so when slices share a DMA engine (fewer engines than slices per cluster)
+// order 0 queues one slice's stream behind another's; order 1 interleaves them.
+// ROTATE: 0 gives each slice fixed engines; 1 rotates a slice's tile loads over
+// all DMA engines of its cluster (tile t of the slice with cluster index j on
+// engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines).
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -29,6 +36,8 @@ const GATHER: u32 = ${GATHER};
 const BCAST: u32 = ${BCAST};
 const TAIL: u32 = ${TAIL};
 const SKEW: u32 = ${SKEW};
+const ORDER: u32 = ${ORDER};
+const ROTATE: u32 = ${ROTATE};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -75,6 +84,8 @@ fn ao(k: &mut Ctx) {
 
     struct Sl {
         sl: usize,
+        cc: usize,
+        j: usize,
         engs: Vec<Engine>,
         r0: u32,
         n: u32,
@@ -88,6 +99,14 @@ fn ao(k: &mut Ctx) {
         vec: Dm,
         g: Dm,
         o: Dm,
+        xd: Dm,
+        xt: Trf,
+        bufs: Vec<Dm>,
+        loads: Vec<Vec<Token>>,
+        passes: Vec<Token>,
+        tx: Option<Token>,
+        vt: Option<Token>,
+        vlast: Option<Token>,
         last: Option<Token>,
         ep: Vec<Token>,
         woff: u32,
@@ -121,51 +140,48 @@ fn ao(k: &mut Ctx) {
         let vec = k.dm_alloc(sl, (n * 2 + 512).min(h * 2) * 3); // scale, residual, post_norm windows (bf16)
         let g = k.dm_alloc(sl, 256 + nslices as u32 * 4);
         let o = k.dm_alloc(sl, n * 2);
-        sls.push(Sl { sl, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, last: None, ep: vec![], woff: 0, wl: 0 });
-    }
-
-    // per slice: operand, weight ring, passes, per-tile vector work; no host waits
-    for x in sls.iter_mut() {
-        let sl = x.sl;
-        let e0 = x.engs[0];
         let xd = k.dm_alloc(sl, kd * 2);
         let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd + SKEW)).collect();
         let xt = k.trf_alloc(sl, kd);
-        let load = |k: &mut Ctx, x: &Sl, t: usize, dep: Option<&Token>| -> Vec<Token> {
-            let (r, tr) = x.tiles[t];
-            let buf = bufs[t % BUFFERS];
-            let mut v = vec![];
-            for m in 0..SPLIT as u32 {
-                let a = tr / 8 * m / SPLIT as u32 * 8;
-                let z = tr / 8 * (m + 1) / SPLIT as u32 * 8;
-                if z > a {
-                    let bytes = (z - a) * kd;
-                    let p = pk(bytes, PACKET);
-                    let src = wo.at(((r + a) * kd) as u64);
-                    let dst = buf.at(a * kd);
-                    let t = match dep {
-                        Some(d) => k.after(&[d]).dma(x.engs[m as usize], src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
-                        None => k.dma(x.engs[m as usize], src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
-                    };
-                    v.push(t);
-                }
+        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0 });
+    }
+    let ncl = (nslices + hw.clusters - 1) / hw.clusters;
+    let ne = hw.dma_engines_per_cluster;
+
+    // per slice: operand, weight ring, passes, per-tile vector work; no host waits
+    let load = |k: &mut Ctx, x: &Sl, t: usize, dep: Option<&Token>| -> Vec<Token> {
+        let (r, tr) = x.tiles[t];
+        let buf = x.bufs[t % BUFFERS];
+        let mut v = vec![];
+        for m in 0..SPLIT as u32 {
+            let a = tr / 8 * m / SPLIT as u32 * 8;
+            let z = tr / 8 * (m + 1) / SPLIT as u32 * 8;
+            if z > a {
+                let bytes = (z - a) * kd;
+                let p = pk(bytes, PACKET);
+                let src = wo.at(((r + a) * kd) as u64);
+                let dst = buf.at(a * kd);
+                let e = if ROTATE == 1 { engine(x.cc, ((x.j + t * ncl) * SPLIT + m as usize) % ne) } else { x.engs[m as usize] };
+                let t = match dep {
+                    Some(d) => k.after(&[d]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
+                    None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
+                };
+                v.push(t);
             }
-            v
-        };
-        let nt = x.tiles.len();
-        let mut loads: Vec<Vec<Token>> = vec![];
-        let tx;
-        if XFIRST == 1 {
-            tx = k.copy(e0, attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET));
-            loads.push(load(k, x, 0, None));
-        } else {
-            loads.push(load(k, x, 0, None));
-            tx = k.copy(e0, attn.at(0), xd.at(0), kd * 2, pk(kd * 2, PACKET));
         }
-        for t in 1..BUFFERS.min(nt) {
-            loads.push(load(k, x, t, None));
+        v
+    };
+    let x_load = |k: &mut Ctx, x: &mut Sl| {
+        x.tx = Some(k.copy(x.engs[0], attn.at(0), x.xd.at(0), kd * 2, pk(kd * 2, PACKET)));
+    };
+    let first_load = |k: &mut Ctx, x: &mut Sl, t: usize| {
+        if t < x.tiles.len() {
+            let l = load(k, x, t, None);
+            x.loads.push(l);
         }
-        // the small vectors, behind the first tiles on the slice's last engine
+    };
+    // the small vectors (behind the first tiles on the slice's last engine), operand → TRF
+    let prologue = |k: &mut Ctx, x: &mut Sl| {
         let el = x.engs[SPLIT - 1];
         let (wa, wb) = (x.r0 * 2 / 256 * 256, ((x.r0 + x.n) * 2 + 255) / 256 * 256);
         let wb = wb.min(h * 2);
@@ -178,66 +194,131 @@ fn ao(k: &mut Ctx) {
             k.copy(el, resid.at(wa as u64), x.vec.at(wl), wl, pv),
             k.copy(el, post.at(wa as u64), x.vec.at(2 * wl), wl, pv),
         ];
-        // operand → TRF
+        let tx = x.tx.as_ref().unwrap();
         let mut vt = None;
         for c in 0..kd / ch {
             let st = x.tmp.sub(0, ch);
-            let _ = k.after(&[&tx]).vload(xd.at(c * ch * 2), Dt::Bf16, st);
-            vt = Some(k.vtrf(st, xt.sub(c * ch, ch)));
+            let _ = k.after(&[tx]).vload(x.xd.at(c * ch * 2), Dt::Bf16, st);
+            vt = Some(k.vtrf(st, x.xt.sub(c * ch, ch)));
         }
-        let vt = vt.unwrap();
-        let sc_tok = k.after(&[&tv[0]]).vload(x.vec.at(x.woff), Dt::Bf16, x.scv);
+        x.vt = vt;
+        x.vlast = Some(k.after(&[&tv[0]]).vload(x.vec.at(x.woff), Dt::Bf16, x.scv));
         let _ = k.after(&[&tv[1]]).vload(x.vec.at(x.wl + x.woff), Dt::Bf16, x.res);
         let _ = k.after(&[&tv[2]]).vload(x.vec.at(2 * x.wl + x.woff), Dt::Bf16, x.pst);
-        let mut passes: Vec<Token> = vec![];
-        let mut vlast = sc_tok;
-        for t in 0..nt {
-            if t >= BUFFERS {
-                let prev = &passes[t - BUFFERS];
-                let l = load(k, x, t, Some(prev));
-                loads.push(l);
-            }
-            let (r, tr) = x.tiles[t];
-            let off = r - x.r0;
-            let mut deps: Vec<&Token> = loads[t].iter().collect();
-            if t == 0 {
-                deps.push(&vt);
-            }
-            let p = k.after(&deps).pass(&Pass {
-                slice: sl,
-                w: Tile { addr: bufs[t % BUFFERS].addr, rows: tr, cols: kd, pitch: kd, dt: Dt::Fp8E4m3 },
-                scales: None,
-                x: xt,
-                acc: x.acc.sub(off, tr),
-                accumulate: false,
-            });
-            if SCALE_LATE == 0 {
-                let a = x.acc.sub(off, tr);
-                let _ = k.after(&[&p]).vmul(a, x.scv.sub(off, tr), a);
-                vlast = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), t > 0);
-                vlast = k.after(&[&p, &vlast]).vmul(a, x.pst.sub(off, tr), a);
-            }
-            passes.push(p);
+        x.ep = tv;
+    };
+    let step = |k: &mut Ctx, x: &mut Sl, t: usize| {
+        if t >= BUFFERS {
+            let l = load(k, x, t, Some(&x.passes[t - BUFFERS]));
+            x.loads.push(l);
         }
-        let lastp = passes.pop().unwrap();
+        let (r, tr) = x.tiles[t];
+        let off = r - x.r0;
+        let mut deps: Vec<&Token> = x.loads[t].iter().collect();
+        if t == 0 {
+            deps.push(x.vt.as_ref().unwrap());
+        }
+        let p = k.after(&deps).pass(&Pass {
+            slice: x.sl,
+            w: Tile { addr: x.bufs[t % BUFFERS].addr, rows: tr, cols: kd, pitch: kd, dt: Dt::Fp8E4m3 },
+            scales: None,
+            x: x.xt,
+            acc: x.acc.sub(off, tr),
+            accumulate: false,
+        });
+        if SCALE_LATE == 0 {
+            let a = x.acc.sub(off, tr);
+            let _ = k.after(&[&p]).vmul(a, x.scv.sub(off, tr), a);
+            let v = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), t > 0);
+            let v2 = k.after(&[&p, &v]).vmul(a, x.pst.sub(off, tr), a);
+            drop_token(v);
+            if let Some(o) = x.vlast.replace(v2) {
+                drop_token(o);
+            }
+        }
+        x.passes.push(p);
+    };
+    let finish = |k: &mut Ctx, x: &mut Sl| {
+        let lastp = x.passes.pop().unwrap();
+        let mut vlast = x.vlast.take().unwrap();
         if SCALE_LATE == 1 {
             let _ = k.after(&[&lastp]).vmul(x.acc, x.scv, x.acc);
-            vlast = k.after(&[&lastp]).vsumsq(x.acc, x.ssp.sub(0, 1), false);
-            vlast = k.after(&[&lastp, &vlast]).vmul(x.acc, x.pst, x.acc);
+            let v = k.after(&[&lastp]).vsumsq(x.acc, x.ssp.sub(0, 1), false);
+            drop_token(vlast);
+            vlast = k.after(&[&lastp, &v]).vmul(x.acc, x.pst, x.acc);
+            drop_token(v);
         }
         // sqrt(partial) so that one vsumsq over all slices' values adds them up
         let _ = k.after(&[&vlast]).vrms(x.ssp.sub(0, 1), x.ssp.sub(0, 1), 1, EPS_SQRT, x.ssp.sub(0, 1));
+        drop_token(vlast);
         let st = k.vstore(x.ssp.sub(0, 1), x.g.at(0), Dt::F32);
         x.last = Some(st);
-        x.ep = tv;
         x.ep.push(lastp);
-        for l in loads.into_iter() {
+        for l in std::mem::take(&mut x.loads) {
             for t in l {
                 drop_token(t); // ordered before the passes that read them
             }
         }
-        for p in passes {
+        for p in std::mem::take(&mut x.passes) {
             drop_token(p);
+        }
+        if let Some(t) = x.tx.take() {
+            drop_token(t);
+        }
+        if let Some(t) = x.vt.take() {
+            drop_token(t);
+        }
+    };
+    if ORDER == 0 {
+        for x in sls.iter_mut() {
+            if XFIRST == 1 {
+                x_load(k, x);
+                first_load(k, x, 0);
+            } else {
+                first_load(k, x, 0);
+                x_load(k, x);
+            }
+            for t in 1..BUFFERS {
+                first_load(k, x, t);
+            }
+            prologue(k, x);
+            for t in 0..x.tiles.len() {
+                step(k, x, t);
+            }
+            finish(k, x);
+        }
+    } else {
+        for x in sls.iter_mut() {
+            if XFIRST == 1 {
+                x_load(k, x);
+            }
+        }
+        for x in sls.iter_mut() {
+            first_load(k, x, 0);
+        }
+        for x in sls.iter_mut() {
+            if XFIRST == 0 {
+                x_load(k, x);
+            }
+        }
+        for t in 1..BUFFERS {
+            for x in sls.iter_mut() {
+                first_load(k, x, t);
+            }
+        }
+        for x in sls.iter_mut() {
+            prologue(k, x);
+        }
+        let nt = sls.iter().map(|x| x.tiles.len()).max().unwrap_or(0);
+        for t in 0..nt {
+            for x in sls.iter_mut() {
+                if t < x.tiles.len() {
+                    step(k, x, t);
+                }
+            }
+        }
+        for x in sls.iter_mut() {
+            finish(k, x);
         }
     }
 

@@ -17,6 +17,14 @@
 // Distributed epilogue: partial sums of squares gathered over the switch
 // network to the first slice, the total broadcast back by a doubling tree;
 // every slice normalises and writes its own rows.
+// ORDER: 0 issues each slice's whole stream before the next slice's; 1 issues
+// tile by tile across the slices (both phases). An engine runs its commands in
+// issue order, so when slices share a DMA engine (fewer engines than slices per
+// cluster) order 0 queues one slice's stream behind another's; order 1
+// interleaves them. ROTATE: 0 gives each slice one fixed engine; 1 rotates a
+// slice's tile loads over all DMA engines of its cluster (tile t of the slice
+// with cluster index j on engine j + t * slices of the cluster, modulo the
+// engines).
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -27,6 +35,8 @@ const KC: u32 = ${KC};
 const BUFFERS: usize = ${BUFFERS};
 const STAGGER: u32 = ${STAGGER};
 const DBUFFERS: usize = ${DBUFFERS};
+const ORDER: u32 = ${ORDER};
+const ROTATE: u32 = ${ROTATE};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -101,6 +111,8 @@ fn ff(k: &mut Ctx) {
 
     struct Sl {
         sl: usize,
+        cc: usize,
+        j: usize,
         e: Engine,
         r0: u32,
         n1: u32,
@@ -130,27 +142,54 @@ fn ff(k: &mut Ctx) {
         let q1 = ((i as u32 + 1) * g2 / ns as u32) * 8;
         let z = Dm { slice: sl, addr: 0, bytes: 0 };
         let zv = Vrf { slice: sl, off: 0, len: 0 };
-        sls.push(Sl { sl, e: engine(c, j % hw.dma_engines_per_cluster), r0, n1: r1 - r0, q0, n2: q1 - q0, acc2: zv, stage: zv, ssp: zv, g: z, o: z, pw: z, pwo: 0, xd: z, last: None, ep: vec![] });
+        sls.push(Sl { sl, cc: c, j, e: engine(c, j % hw.dma_engines_per_cluster), r0, n1: r1 - r0, q0, n2: q1 - q0, acc2: zv, stage: zv, ssp: zv, g: z, o: z, pw: z, pwo: 0, xd: z, last: None, ep: vec![] });
     }
-    let mut hw_tok: Vec<Token> = vec![];
-    let mut later: Vec<(usize, Vec<Token>)> = vec![];
-    // ---- per slice: prologue, phase 1, first phase-2 tiles, h write ----
+    let ncl = (ns + hw.clusters - 1) / hw.clusters;
+    let ne = hw.dma_engines_per_cluster;
+    // the engine of a slice's t-th weight command
+    let eng_of = |x_: &Sl, t: usize| -> Engine {
+        if ROTATE == 1 {
+            engine(x_.cc, (x_.j + t * ncl) % ne)
+        } else {
+            x_.e
+        }
+    };
+    // phase-1 state of a slice
+    struct P1 {
+        tiles: Vec<(u32, u32)>,
+        bufs: Vec<Dm>,
+        sd: Dm,
+        acc1: Vrf,
+        loads: Vec<Vec<Token>>,
+        passes: Vec<Token>,
+        vst: Vec<Token>,
+        tx: Vec<Token>,
+        vt: Option<Token>,
+    }
+    // phase-2 state of a slice
     struct P2 {
         bufs: Vec<Dm>,
         dsc_all: Dm,
         hall: Dm,
         trf: Trf,
-        pass_ring: Vec<Option<Token>>,
-        t: usize,
+        t1: usize,
         last_p1: Option<Token>,
+        lastv: Option<Token>,
         scal: Vrf,
         sc_tok: Vec<Token>,
         early: Vec<Token>,
+        t2: Vec<(u32, u32, u32)>,
+        loads: Vec<Token>,
+        passes: Vec<Token>,
+        vts: Vec<Token>,
+        last_of_chunk: Vec<usize>,
     }
+    let mut hw_tok: Vec<Token> = vec![];
+    let mut p1s: Vec<P1> = vec![];
     let mut p2s: Vec<P2> = vec![];
+    // ---- plan every slice: DM arena, VRF, TRF, tiles ----
     for x_ in sls.iter_mut() {
         let sl = x_.sl;
-        let e = x_.e;
         let (n1, n2) = (x_.n1, x_.n2);
         let xd = k.dm_alloc(sl, h * 4); // x | ffn_norm
         x_.xd = xd;
@@ -178,7 +217,6 @@ fn ff(k: &mut Ctx) {
         x_.ssp = ssp;
         let trf = k.trf_alloc(sl, h.max(2 * kc));
         let i = sls_index(sl, spc, hw.clusters);
-
         // phase-1 tiles of this slice
         let mut tiles: Vec<(u32, u32)> = vec![];
         let first = ((ROWS * (i as u32 % STAGGER + 1) / STAGGER) / 16 * 16).max(16);
@@ -188,150 +226,218 @@ fn ff(k: &mut Ctx) {
             tiles.push((r, tr));
             r += tr;
         }
-        let load1 = |k: &mut Ctx, t: usize, dep: Option<&Token>| -> Vec<Token> {
-            let (r, tr) = tiles[t];
-            let buf = bufs[t % BUFFERS];
-            let wbytes = tr * rb;
-            let sbytes = tr * sb;
-            let pw = pk(wbytes, PACKET);
-            let ps = pk(sbytes, PACKET);
-            let d: Vec<&Token> = dep.into_iter().collect();
-            let a = if d.is_empty() {
-                k.dma(e, wg.at((r * rb) as u64), buf.at(0), pw, &[lp(2, wu.addr as i64 - wg.addr as i64, wbytes as i64), lp(wbytes / pw, pw as i64, pw as i64)])
-            } else {
-                k.after(&d).dma(e, wg.at((r * rb) as u64), buf.at(0), pw, &[lp(2, wu.addr as i64 - wg.addr as i64, wbytes as i64), lp(wbytes / pw, pw as i64, pw as i64)])
-            };
-            let b = if d.is_empty() {
-                k.dma(e, wgb.at((r * sb) as u64), buf.at(2 * wbytes), ps, &[lp(2, wub.addr as i64 - wgb.addr as i64, sbytes as i64), lp(sbytes / ps, ps as i64, ps as i64)])
-            } else {
-                k.after(&d).dma(e, wgb.at((r * sb) as u64), buf.at(2 * wbytes), ps, &[lp(2, wub.addr as i64 - wgb.addr as i64, sbytes as i64), lp(sbytes / ps, ps as i64, ps as i64)])
-            };
-            vec![a, b]
-        };
-        let nt = tiles.len();
-        let tx = vec![copy_after(k, &[], e, x.at(0), xd.at(0), h * 2), copy_after(k, &[], e, norm.at(0), xd.at(h * 2), h * 2)];
-        let mut loads: Vec<Vec<Token>> = vec![];
-        for t in 0..BUFFERS.min(nt) {
-            loads.push(load1(k, t, None));
+        // phase-2 tiles: K chunk q, rows r.., tr rows
+        let mut t2 = vec![];
+        for q in 0..nq {
+            let mut r = 0;
+            while r < n2 {
+                let tr = DROWS.min(n2 - r);
+                t2.push((q, r, tr));
+                r += tr;
+            }
         }
-        let tsc = vec![
-            copy_after(k, &[], e, wgs.at(0), sd.at(0), 256.min(4)),
-            copy_after(k, &[], e, wus.at(0), sd.at(256), 4),
-            copy_after(k, &[], e, wds.at(0), sd.at(512), 4),
+        let t1 = tiles.len();
+        p1s.push(P1 { tiles, bufs, sd, acc1, loads: vec![], passes: vec![], vst: vec![], tx: vec![], vt: None });
+        p2s.push(P2 { bufs: bufs2, dsc_all: dsc, hall, trf, t1, last_p1: None, lastv: None, scal, sc_tok: vec![], early: vec![], t2, loads: vec![], passes: vec![], vts: vec![], last_of_chunk: vec![] });
+    }
+
+    // ---- phase 1 ----
+    let load1 = |k: &mut Ctx, x_: &Sl, p: &P1, t: usize, dep: Option<&Token>| -> Vec<Token> {
+        let e = eng_of(x_, t);
+        let (r, tr) = p.tiles[t];
+        let buf = p.bufs[t % BUFFERS];
+        let wbytes = tr * rb;
+        let sbytes = tr * sb;
+        let pw = pk(wbytes, PACKET);
+        let ps = pk(sbytes, PACKET);
+        let d: Vec<&Token> = dep.into_iter().collect();
+        let a = if d.is_empty() {
+            k.dma(e, wg.at((r * rb) as u64), buf.at(0), pw, &[lp(2, wu.addr as i64 - wg.addr as i64, wbytes as i64), lp(wbytes / pw, pw as i64, pw as i64)])
+        } else {
+            k.after(&d).dma(e, wg.at((r * rb) as u64), buf.at(0), pw, &[lp(2, wu.addr as i64 - wg.addr as i64, wbytes as i64), lp(wbytes / pw, pw as i64, pw as i64)])
+        };
+        let b = if d.is_empty() {
+            k.dma(e, wgb.at((r * sb) as u64), buf.at(2 * wbytes), ps, &[lp(2, wub.addr as i64 - wgb.addr as i64, sbytes as i64), lp(sbytes / ps, ps as i64, ps as i64)])
+        } else {
+            k.after(&d).dma(e, wgb.at((r * sb) as u64), buf.at(2 * wbytes), ps, &[lp(2, wub.addr as i64 - wgb.addr as i64, sbytes as i64), lp(sbytes / ps, ps as i64, ps as i64)])
+        };
+        vec![a, b]
+    };
+    let x_loads = |k: &mut Ctx, x_: &Sl, p: &mut P1| {
+        p.tx.push(copy_after(k, &[], x_.e, x.at(0), x_.xd.at(0), h * 2));
+        p.tx.push(copy_after(k, &[], x_.e, norm.at(0), x_.xd.at(h * 2), h * 2));
+    };
+    let first_load = |k: &mut Ctx, x_: &Sl, p: &mut P1, t: usize| {
+        if t < p.tiles.len() {
+            let l = load1(k, x_, p, t, None);
+            p.loads.push(l);
+        }
+    };
+    // per-matrix scales; prologue: xn = bf16(rmsnorm(x) · ffn_norm) → TRF; scalars → VRF
+    let prologue = |k: &mut Ctx, x_: &Sl, p: &mut P1, q2: &mut P2| {
+        let e = x_.e;
+        q2.sc_tok = vec![
+            copy_after(k, &[], e, wgs.at(0), p.sd.at(0), 256.min(4)),
+            copy_after(k, &[], e, wus.at(0), p.sd.at(256), 4),
+            copy_after(k, &[], e, wds.at(0), p.sd.at(512), 4),
         ];
-        // prologue: xn = bf16(rmsnorm(x) · ffn_norm) → TRF; scalars → VRF
-        let txr: Vec<&Token> = tx.iter().collect();
-        let ss = ssp.sub(0, 1);
-        let (va, vg) = (stage.sub(0, xc), stage.sub(xc, xc));
+        let txr: Vec<&Token> = p.tx.iter().collect();
+        let ss = x_.ssp.sub(0, 1);
+        let (va, vg) = (x_.stage.sub(0, xc), x_.stage.sub(xc, xc));
         for q in 0..h / xc {
-            let _ = k.after(&txr).vload(xd.at(q * xc * 2), Dt::Bf16, va);
+            let _ = k.after(&txr).vload(x_.xd.at(q * xc * 2), Dt::Bf16, va);
             let _ = k.after(&txr).vsumsq(va, ss, q > 0);
         }
         let mut vt = None;
         for q in 0..h / xc {
-            let _ = k.after(&txr).vload(xd.at(q * xc * 2), Dt::Bf16, va);
+            let _ = k.after(&txr).vload(x_.xd.at(q * xc * 2), Dt::Bf16, va);
             let _ = k.vrms(va, ss, h, 1e-6, va);
-            let _ = k.after(&txr).vload(xd.at(h * 2 + q * xc * 2), Dt::Bf16, vg);
+            let _ = k.after(&txr).vload(x_.xd.at(h * 2 + q * xc * 2), Dt::Bf16, vg);
             let _ = k.vmul(va, vg, va);
-            vt = Some(k.vtrf(va, trf.sub(q * xc, xc)));
+            vt = Some(k.vtrf(va, q2.trf.sub(q * xc, xc)));
         }
-        let vt = vt.unwrap();
-        for (m, t) in tsc.iter().enumerate() {
-            let _ = k.after(&[t]).vload(sd.at(m as u32 * 256), Dt::F32, scal.sub(m as u32, 1));
+        p.vt = vt;
+        for (m, t) in q2.sc_tok.iter().enumerate() {
+            let _ = k.after(&[t]).vload(p.sd.at(m as u32 * 256), Dt::F32, q2.scal.sub(m as u32, 1));
         }
-        // phase 1
-        let mut passes: Vec<Token> = vec![];
-        let mut vst: Vec<Token> = vec![];
-        let early: Vec<Token> = vec![];
-        for t in 0..nt {
-            if t >= BUFFERS {
-                let l = load1(k, t, Some(&passes[t - BUFFERS]));
-                loads.push(l);
-            }
-            let (r, tr) = tiles[t];
-            let b = t % BUFFERS;
-            let acc = acc1.sub(b as u32 * 2 * ROWS, 2 * tr);
-            let mut deps: Vec<&Token> = loads[t].iter().collect();
-            deps.push(&vt);
-            if t >= BUFFERS {
-                deps.push(&vst[t - BUFFERS]);
-            }
-            let base = bufs[b].addr;
-            let p = k.after(&deps).pass(&Pass {
-                slice: sl,
-                w: Tile { addr: base, rows: 2 * tr, cols: h, pitch: rb, dt: Dt::Fp4E2m1 },
-                scales: Some(Tile { addr: base + 2 * tr * rb, rows: 2 * tr, cols: h / 16, pitch: sb, dt: Dt::Fp8E4m3 }),
-                x: trf.sub(0, h),
-                acc,
-                accumulate: false,
-            });
-            let (gv, uv) = (acc.sub(0, tr), acc.sub(tr, tr));
-            let mut sd_: Vec<&Token> = tsc.iter().collect();
-            sd_.push(&p);
-            let _ = k.after(&sd_).vmuls(gv, scal.sub(0, 1), gv);
-            let _ = k.after(&sd_).vmuls(uv, scal.sub(1, 1), uv);
-            let _ = k.after(&sd_).vgeglu(gv, uv, gv);
-            vst.push(k.after(&sd_).vstore(gv, hall.at(r * 2), Dt::Bf16));
-            passes.push(p);
+    };
+    let step1 = |k: &mut Ctx, x_: &Sl, p: &mut P1, q2: &P2, t: usize| {
+        if t >= BUFFERS {
+            let l = load1(k, x_, p, t, Some(&p.passes[t - BUFFERS]));
+            p.loads.push(l);
         }
-        // h rows of this slice → HBM (after the last store), queued behind the first phase-2 tiles
-        let last_p1 = passes.pop().unwrap();
-        let lastv = vst.pop().unwrap();
-        later.push((p2s.len(), vec![lastv]));
-        for l in loads {
+        let (r, tr) = p.tiles[t];
+        let b = t % BUFFERS;
+        let acc = p.acc1.sub(b as u32 * 2 * ROWS, 2 * tr);
+        let mut deps: Vec<&Token> = p.loads[t].iter().collect();
+        deps.push(p.vt.as_ref().unwrap());
+        if t >= BUFFERS {
+            deps.push(&p.vst[t - BUFFERS]);
+        }
+        let base = p.bufs[b].addr;
+        let pt = k.after(&deps).pass(&Pass {
+            slice: x_.sl,
+            w: Tile { addr: base, rows: 2 * tr, cols: h, pitch: rb, dt: Dt::Fp4E2m1 },
+            scales: Some(Tile { addr: base + 2 * tr * rb, rows: 2 * tr, cols: h / 16, pitch: sb, dt: Dt::Fp8E4m3 }),
+            x: q2.trf.sub(0, h),
+            acc,
+            accumulate: false,
+        });
+        let (gv, uv) = (acc.sub(0, tr), acc.sub(tr, tr));
+        let mut sd_: Vec<&Token> = q2.sc_tok.iter().collect();
+        sd_.push(&pt);
+        let _ = k.after(&sd_).vmuls(gv, q2.scal.sub(0, 1), gv);
+        let _ = k.after(&sd_).vmuls(uv, q2.scal.sub(1, 1), uv);
+        let _ = k.after(&sd_).vgeglu(gv, uv, gv);
+        let v = k.after(&sd_).vstore(gv, q2.hall.at(r * 2), Dt::Bf16);
+        p.vst.push(v);
+        p.passes.push(pt);
+    };
+    // the last phase-1 pass and h store of a slice are kept for phase 2; the rest is ordered before them
+    let end1 = |p: &mut P1, q2: &mut P2| {
+        q2.last_p1 = p.passes.pop();
+        q2.lastv = p.vst.pop();
+        for l in std::mem::take(&mut p.loads) {
             for t in l {
                 drop_token(t);
             }
         }
-        for t in passes.into_iter().chain(vst.into_iter()).chain(tx.into_iter()) {
+        for t in std::mem::take(&mut p.passes).into_iter().chain(std::mem::take(&mut p.vst).into_iter()).chain(std::mem::take(&mut p.tx).into_iter()) {
             drop_token(t);
         }
-        drop_token(vt);
-        p2s.push(P2 { bufs: bufs2, dsc_all: dsc, hall, trf, pass_ring: (0..BUFFERS).map(|_| None).collect(), t: nt, last_p1: Some(last_p1), scal, sc_tok: tsc, early });
-    }
-
-    // ---- phase 2: the first BUFFERS tiles of every slice, then h write + gather ----
-    let tiles2 = |x_: &Sl| -> Vec<(u32, u32, u32)> {
-        let mut v = vec![];
-        for q in 0..nq {
-            let mut r = 0;
-            while r < x_.n2 {
-                let tr = DROWS.min(x_.n2 - r);
-                v.push((q, r, tr));
-                r += tr;
+        if let Some(t) = p.vt.take() {
+            drop_token(t);
+        }
+    };
+    if ORDER == 0 {
+        for (i, x_) in sls.iter().enumerate() {
+            let (p, q2) = (&mut p1s[i], &mut p2s[i]);
+            x_loads(k, x_, p);
+            for t in 0..BUFFERS {
+                first_load(k, x_, p, t);
+            }
+            prologue(k, x_, p, q2);
+            for t in 0..p.tiles.len() {
+                step1(k, x_, p, q2, t);
+            }
+            end1(p, q2);
+        }
+    } else {
+        for (i, x_) in sls.iter().enumerate() {
+            x_loads(k, x_, &mut p1s[i]);
+        }
+        for t in 0..BUFFERS {
+            for (i, x_) in sls.iter().enumerate() {
+                first_load(k, x_, &mut p1s[i], t);
             }
         }
-        v
-    };
-    let load2 = |k: &mut Ctx, x_: &Sl, p: &P2, t: usize, tl: (u32, u32, u32), dep: Option<&Token>| -> Token {
-        let (q, r, tr) = tl;
+        for (i, x_) in sls.iter().enumerate() {
+            prologue(k, x_, &mut p1s[i], &mut p2s[i]);
+        }
+        let nt = p1s.iter().map(|p| p.tiles.len()).max().unwrap_or(0);
+        for t in 0..nt {
+            for (i, x_) in sls.iter().enumerate() {
+                if t < p1s[i].tiles.len() {
+                    step1(k, x_, &mut p1s[i], &p2s[i], t);
+                }
+            }
+        }
+        for i in 0..sls.len() {
+            end1(&mut p1s[i], &mut p2s[i]);
+        }
+    }
+
+    // ---- phase 2: the first DBUFFERS tiles of every slice, then h write + gather ----
+    let load2 = |k: &mut Ctx, x_: &Sl, p: &P2, t: usize, dep: Option<&Token>| -> Token {
+        let (q, r, tr) = p.t2[t];
+        let e = eng_of(x_, p.t1 + t);
         let buf = p.bufs[t % DBUFFERS];
         let cb = kc / 2;
         let pp = pk(cb, PACKET);
         let src = wd.at(((x_.q0 + r) * (f / 2) + q * cb) as u64);
         let seq = [lp(tr, (f / 2) as i64, cb as i64), lp(cb / pp, pp as i64, pp as i64)];
         match dep {
-            Some(d) => k.after(&[d]).dma(x_.e, src, buf.at(0), pp, &seq),
-            None => k.dma(x_.e, src, buf.at(0), pp, &seq),
+            Some(d) => k.after(&[d]).dma(e, src, buf.at(0), pp, &seq),
+            None => k.dma(e, src, buf.at(0), pp, &seq),
         }
     };
-    let mut l2: Vec<Vec<Token>> = vec![];
-    for (i, x_) in sls.iter().enumerate() {
-        let p = &mut p2s[i];
-        let t2 = tiles2(x_);
-        let mut v = vec![];
+    // the arena was last read by phase-1 passes; the last one covers all of them
+    let scales2 = |k: &mut Ctx, x_: &Sl, p: &mut P2| {
         let lp1 = p.last_p1.take().unwrap();
-        // the arena was last read by phase-1 passes; the last one covers all of them
-        p.early.push(copy_after(k, &[&lp1], x_.e, wdb.at((x_.q0 * db) as u64), p.dsc_all.at(0), x_.n2 * db));
-        for t in 0..DBUFFERS.min(t2.len()) {
-            v.push(load2(k, x_, p, t, t2[t], Some(&lp1)));
-        }
+        let t = copy_after(k, &[&lp1], x_.e, wdb.at((x_.q0 * db) as u64), p.dsc_all.at(0), x_.n2 * db);
+        p.early.push(t);
         p.last_p1 = Some(lp1);
-        l2.push(v);
+    };
+    let first_load2 = |k: &mut Ctx, x_: &Sl, p: &mut P2, t: usize| {
+        if t < p.t2.len() {
+            let lp1 = p.last_p1.take().unwrap();
+            let l = load2(k, x_, p, t, Some(&lp1));
+            p.loads.push(l);
+            p.last_p1 = Some(lp1);
+        }
+    };
+    if ORDER == 0 {
+        for (i, x_) in sls.iter().enumerate() {
+            let p = &mut p2s[i];
+            scales2(k, x_, p);
+            for t in 0..DBUFFERS {
+                first_load2(k, x_, p, t);
+            }
+        }
+    } else {
+        for (i, x_) in sls.iter().enumerate() {
+            scales2(k, x_, &mut p2s[i]);
+        }
+        for t in 0..DBUFFERS {
+            for (i, x_) in sls.iter().enumerate() {
+                first_load2(k, x_, &mut p2s[i], t);
+            }
+        }
     }
     for (i, x_) in sls.iter().enumerate() {
-        let (_, lv) = &later[i];
-        hw_tok.push(k.after(&[&lv[0]]).copy(x_.e, p2s[i].hall.at(x_.r0 * 2), hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
+        let lv = p2s[i].lastv.take().unwrap();
+        hw_tok.push(k.after(&[&lv]).copy(x_.e, p2s[i].hall.at(x_.r0 * 2), hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
+        drop_token(lv);
     }
     let hwr: Vec<&Token> = hw_tok.iter().collect();
     let mut hg = vec![];
@@ -342,58 +448,46 @@ fn ff(k: &mut Ctx) {
     for t in hw_tok {
         drop_token(t);
     }
-    for (_, v) in later {
-        for t in v {
-            drop_token(t);
-        }
-    }
     // ---- phase 2 passes ----
-    for (i, x_) in sls.iter_mut().enumerate() {
-        let p = &mut p2s[i];
-        let sl = x_.sl;
-        let t2 = tiles2(x_);
-        let lp1 = p.last_p1.take().unwrap();
-        let mut loads = std::mem::take(&mut l2[i]);
-        let mut passes: Vec<Token> = vec![];
-        let mut vts: Vec<Token> = vec![];
-        let mut last_of_chunk: Vec<usize> = vec![];
+    let step2 = |k: &mut Ctx, x_: &Sl, p: &mut P2, hgi: &Token, t: usize| {
+        let (q, r, tr) = p.t2[t];
         let stage = x_.stage.sub(0, hc);
-        for (t, &(q, r, tr)) in t2.iter().enumerate() {
-            if r == 0 {
-                // h chunk q → TRF half q % 2, after the passes that last read that half
-                let mut deps: Vec<&Token> = vec![&hg[i], &lp1];
-                if q >= 2 {
-                    deps.push(&passes[last_of_chunk[q as usize - 2]]);
-                }
-                let half = (q % 2) * kc;
-                let mut vtk = None;
-                for c in 0..kc / hc {
-                    let _ = k.after(&deps).vload(p.hall.at((q * kc + c * hc) * 2), Dt::Bf16, stage);
-                    vtk = Some(k.after(&deps).vtrf(stage, p.trf.sub(half + c * hc, hc)));
-                }
-                vts.push(vtk.unwrap());
+        if r == 0 {
+            // h chunk q → TRF half q % 2, after the passes that last read that half
+            let mut deps: Vec<&Token> = vec![hgi, p.last_p1.as_ref().unwrap()];
+            if q >= 2 {
+                deps.push(&p.passes[p.last_of_chunk[q as usize - 2]]);
             }
-            if t >= DBUFFERS {
-                let l = load2(k, x_, p, t, (q, r, tr), Some(&passes[t - DBUFFERS]));
-                loads.push(l);
+            let half = (q % 2) * kc;
+            let mut vtk = None;
+            for c in 0..kc / hc {
+                let _ = k.after(&deps).vload(p.hall.at((q * kc + c * hc) * 2), Dt::Bf16, stage);
+                vtk = Some(k.after(&deps).vtrf(stage, p.trf.sub(half + c * hc, hc)));
             }
-            let buf = p.bufs[t % DBUFFERS];
-            let mut deps: Vec<&Token> = vec![&loads[t], &vts[q as usize]];
-            deps.extend(p.early.iter());
-            let pt = k.after(&deps).pass(&Pass {
-                slice: sl,
-                w: Tile { addr: buf.addr, rows: tr, cols: kc, pitch: kc / 2, dt: Dt::Fp4E2m1 },
-                scales: Some(Tile { addr: p.dsc_all.addr + r * db + q * kc / 16, rows: tr, cols: kc / 16, pitch: db, dt: Dt::Fp8E4m3 }),
-                x: p.trf.sub((q % 2) * kc, kc),
-                acc: x_.acc2.sub(r, tr),
-                accumulate: q > 0,
-            });
-            passes.push(pt);
-            if r + tr == x_.n2 {
-                last_of_chunk.push(t);
-            }
+            p.vts.push(vtk.unwrap());
         }
-        let lastp = passes.pop().unwrap();
+        if t >= DBUFFERS {
+            let l = load2(k, x_, p, t, Some(&p.passes[t - DBUFFERS]));
+            p.loads.push(l);
+        }
+        let buf = p.bufs[t % DBUFFERS];
+        let mut deps: Vec<&Token> = vec![&p.loads[t], &p.vts[q as usize]];
+        deps.extend(p.early.iter());
+        let pt = k.after(&deps).pass(&Pass {
+            slice: x_.sl,
+            w: Tile { addr: buf.addr, rows: tr, cols: kc, pitch: kc / 2, dt: Dt::Fp4E2m1 },
+            scales: Some(Tile { addr: p.dsc_all.addr + r * db + q * kc / 16, rows: tr, cols: kc / 16, pitch: db, dt: Dt::Fp8E4m3 }),
+            x: p.trf.sub((q % 2) * kc, kc),
+            acc: x_.acc2.sub(r, tr),
+            accumulate: q > 0,
+        });
+        p.passes.push(pt);
+        if r + tr == x_.n2 {
+            p.last_of_chunk.push(t);
+        }
+    };
+    let end2 = |k: &mut Ctx, x_: &mut Sl, p: &mut P2| {
+        let lastp = p.passes.pop().unwrap();
         // scale, partial sum of squares, sqrt (so that one vsumsq adds the partials)
         let mut dd: Vec<&Token> = p.sc_tok.iter().collect();
         dd.push(&lastp);
@@ -402,10 +496,34 @@ fn ff(k: &mut Ctx) {
         let _ = k.vrms(x_.ssp.sub(0, 1), x_.ssp.sub(0, 1), 1, EPS_SQRT, x_.ssp.sub(0, 1));
         x_.last = Some(k.vstore(x_.ssp.sub(0, 1), x_.g.at(0), Dt::F32));
         x_.ep.push(lastp);
-        for t in loads.into_iter().chain(passes.into_iter()).chain(vts.into_iter()).chain(std::mem::take(&mut p.early).into_iter()).chain(std::mem::take(&mut p.sc_tok).into_iter()) {
+        let rest = std::mem::take(&mut p.loads).into_iter().chain(std::mem::take(&mut p.passes).into_iter()).chain(std::mem::take(&mut p.vts).into_iter());
+        for t in rest.chain(std::mem::take(&mut p.early).into_iter()).chain(std::mem::take(&mut p.sc_tok).into_iter()) {
             drop_token(t);
         }
-        drop_token(lp1);
+        if let Some(t) = p.last_p1.take() {
+            drop_token(t);
+        }
+    };
+    if ORDER == 0 {
+        for (i, x_) in sls.iter_mut().enumerate() {
+            let p = &mut p2s[i];
+            for t in 0..p.t2.len() {
+                step2(k, x_, p, &hg[i], t);
+            }
+            end2(k, x_, p);
+        }
+    } else {
+        let nt = p2s.iter().map(|p| p.t2.len()).max().unwrap_or(0);
+        for t in 0..nt {
+            for (i, x_) in sls.iter().enumerate() {
+                if t < p2s[i].t2.len() {
+                    step2(k, x_, &mut p2s[i], &hg[i], t);
+                }
+            }
+        }
+        for (i, x_) in sls.iter_mut().enumerate() {
+            end2(k, x_, &mut p2s[i]);
+        }
     }
     for t in hg {
         drop_token(t);

@@ -13,6 +13,14 @@
 // slices' commands do not line up; XFIRST = 1 loads x before the first tile.
 // Accumulators: a ring of two heads in the VRF, so a head's epilogue overlaps
 // the next head's stream. All output writes are queued last on each engine.
+// ORDER: 0 issues each slice's whole stream before the next slice's; 1 issues
+// tile by tile across the slices. An engine runs its commands in issue order,
+// so when slices share a DMA engine (fewer engines than slices per cluster)
+// order 0 queues one slice's stream behind another's; order 1 interleaves them.
+// ROTATE: 0 gives each slice fixed engines; 1 rotates a slice's tile loads over
+// all DMA engines of its cluster (tile t of the slice with cluster index j on
+// engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines), so
+// that every engine works and each command's startup is shared by more engines.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -23,6 +31,8 @@ const BUFFERS: usize = ${BUFFERS};
 const STAGGER: u32 = ${STAGGER};
 const XFIRST: u32 = ${XFIRST};
 const XCHUNK: u32 = ${XCHUNK};
+const ORDER: u32 = ${ORDER};
+const ROTATE: u32 = ${ROTATE};
 
 /// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
 fn pk(bytes: u32, max: u32) -> u32 {
@@ -63,6 +73,57 @@ struct Tl {
     hi: usize, // index of the head among the slice's heads
 }
 
+struct Sq {
+    sl: usize,
+    cc: usize,
+    j: usize,
+    ncl: usize,
+    ne: usize,
+    engs: Vec<Engine>,
+    tiles: Vec<Tl>,
+    heads: Vec<(usize, u32)>,
+    dxn: Dm,
+    dg: Dm,
+    dsc: Dm,
+    sw: u32,
+    soff: Vec<u32>,
+    douts: Dm,
+    bufs: Vec<Dm>,
+    vb: Vrf,
+    ss: Vrf,
+    xt: Trf,
+    loads: Vec<Vec<Token>>,
+    passes: Vec<Token>,
+    head_done: Vec<Option<Token>>,
+    tx: Vec<Token>,
+    tv: Vec<Token>,
+    vt: Option<Token>,
+}
+
+/// The weight tile t of a slice: SPLIT sequencer programs on consecutive engines.
+fn load_tile(k: &mut Ctx, q: &Sq, w: &[Hbm; 3], h: u32, d: u32, t: usize, dep: Option<&Token>) -> Vec<Token> {
+    let tl = q.tiles[t];
+    let row0 = tl.hh * d + tl.r;
+    let buf = q.bufs[t % BUFFERS];
+    let mut v = vec![];
+    for m in 0..SPLIT as u32 {
+        let a = tl.tr / 8 * m / SPLIT as u32 * 8;
+        let z = tl.tr / 8 * (m + 1) / SPLIT as u32 * 8;
+        if z > a {
+            let bytes = (z - a) * h;
+            let p = pk(bytes, PACKET);
+            let src = w[tl.m].at(((row0 + a) * h) as u64);
+            let dst = buf.at(a * h);
+            let e = if ROTATE == 1 { engine(q.cc, ((q.j + t * q.ncl) * SPLIT + m as usize) % q.ne) } else { q.engs[m as usize] };
+            v.push(match dep {
+                Some(dd) => k.after(&[dd]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
+                None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
+            });
+        }
+    }
+    v
+}
+
 fn qkv(k: &mut Ctx) {
     let s = k.shape();
     let hw = k.hw();
@@ -83,8 +144,10 @@ fn qkv(k: &mut Ctx) {
     let nsl = SLICES.min(total_heads as usize);
     let spc = hw.slices_per_cluster;
     let c = chunk_of(h, XCHUNK);
+    let px = pk(h * 2, PACKET);
 
-    let mut outs_all: Vec<(Engine, Loc, Loc, u32, Token)> = vec![];
+    // plan every slice: heads, tiles, DM / VRF / TRF
+    let mut qs: Vec<Sq> = vec![];
     for i in 0..nsl {
         let cc = i % hw.clusters;
         let j = i / hw.clusters;
@@ -112,139 +175,163 @@ fn qkv(k: &mut Ctx) {
         let dg = k.dm_alloc(sl, d * 4);
         let sw = d * 2 + 256; // per head: an aligned window of its scales
         let dsc = k.dm_alloc(sl, nheads as u32 * sw);
-        let mut soff = vec![];
         let douts = k.dm_alloc(sl, nheads as u32 * d * 2);
         let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * h)).collect();
         // VRF: one block; the prologue's stages overlap the accumulators (passes are ordered after it)
         let vb = k.vrf_alloc(sl, (2 * c).max(4 * d) + 8);
         let ss = vb.sub((2 * c).max(4 * d), 1);
         let xt = k.trf_alloc(sl, h);
-        let e0 = engs[0];
-        let el = engs[SPLIT - 1];
+        qs.push(Sq { sl, cc, j, ncl: (nsl + hw.clusters - 1) / hw.clusters, ne: hw.dma_engines_per_cluster, engs, tiles, heads, dxn, dg, dsc, sw, soff: vec![], douts, bufs, vb, ss, xt, loads: vec![], passes: vec![], head_done: vec![], tx: vec![], tv: vec![], vt: None });
+    }
 
-        let load = |k: &mut Ctx, t: usize, dep: Option<&Token>| -> Vec<Token> {
-            let tl = tiles[t];
-            let row0 = tl.hh * d + tl.r;
-            let buf = bufs[t % BUFFERS];
-            let mut v = vec![];
-            for m in 0..SPLIT as u32 {
-                let a = tl.tr / 8 * m / SPLIT as u32 * 8;
-                let z = tl.tr / 8 * (m + 1) / SPLIT as u32 * 8;
-                if z > a {
-                    let bytes = (z - a) * h;
-                    let p = pk(bytes, PACKET);
-                    let src = w[tl.m].at(((row0 + a) * h) as u64);
-                    let dst = buf.at(a * h);
-                    let e = engs[m as usize];
-                    v.push(match dep {
-                        Some(dd) => k.after(&[dd]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
-                        None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
-                    });
-                }
-            }
-            v
-        };
-        let nt = tiles.len();
-        let mut loads: Vec<Vec<Token>> = vec![];
-        let px = pk(h * 2, PACKET);
-        let mut tx = vec![];
-        if XFIRST == 1 {
-            tx.push(k.copy(e0, x.at(0), dxn.at(0), h * 2, px));
-            tx.push(k.copy(el, norm.at(0), dxn.at(h * 2), h * 2, px));
-        }
-        for t in 0..BUFFERS.min(nt) {
-            loads.push(load(k, t, None));
-        }
-        if XFIRST == 0 {
-            tx.push(k.copy(e0, x.at(0), dxn.at(0), h * 2, px));
-            tx.push(k.copy(el, norm.at(0), dxn.at(h * 2), h * 2, px));
-        }
-        // small vectors: q_norm, k_norm, the heads' scales
+    let x_loads = |k: &mut Ctx, q: &mut Sq| {
+        let (e0, el) = (q.engs[0], q.engs[SPLIT - 1]);
+        q.tx.push(k.copy(e0, x.at(0), q.dxn.at(0), h * 2, px));
+        q.tx.push(k.copy(el, norm.at(0), q.dxn.at(h * 2), h * 2, px));
+    };
+    // small vectors (q_norm, k_norm, the heads' scales) and the prologue:
+    // xn = bf16(rmsnorm(x) · attn_norm) → TRF
+    let prologue = |k: &mut Ctx, q: &mut Sq| {
+        let el = q.engs[SPLIT - 1];
         let pd = pk(d * 2, PACKET);
-        let mut tv = vec![k.copy(el, qn.at(0), dg.at(0), d * 2, pd), k.copy(el, kn.at(0), dg.at(d * 2), d * 2, pd)];
-        for (hi, &(m, hh)) in heads.iter().enumerate() {
+        q.tv.push(k.copy(el, qn.at(0), q.dg.at(0), d * 2, pd));
+        q.tv.push(k.copy(el, kn.at(0), q.dg.at(d * 2), d * 2, pd));
+        for hi in 0..q.heads.len() {
+            let (m, hh) = q.heads[hi];
             let nh = if m == 0 { nq } else { nkv };
             let a = hh * d * 2 / 256 * 256;
             let b = ((hh + 1) * d * 2 + 255) / 256 * 256;
             let wl = b.min(nh * d * 2) - a;
-            soff.push(hi as u32 * sw + hh * d * 2 - a);
-            tv.push(k.copy(el, wsc[m].at(a as u64), dsc.at(hi as u32 * sw), wl, pk(wl, PACKET)));
+            q.soff.push(hi as u32 * q.sw + hh * d * 2 - a);
+            let t = k.copy(el, wsc[m].at(a as u64), q.dsc.at(hi as u32 * q.sw), wl, pk(wl, PACKET));
+            q.tv.push(t);
         }
-        // prologue: xn = bf16(rmsnorm(x) · attn_norm) → TRF
-        let txr: Vec<&Token> = tx.iter().collect();
-        let (va, vg) = (vb.sub(0, c), vb.sub(c, c));
-        for q in 0..h / c {
-            let _ = k.after(&txr).vload(dxn.at(q * c * 2), Dt::Bf16, va);
-            let _ = k.after(&txr).vsumsq(va, ss, q > 0);
+        let txr: Vec<&Token> = q.tx.iter().collect();
+        let (va, vg) = (q.vb.sub(0, c), q.vb.sub(c, c));
+        for p in 0..h / c {
+            let _ = k.after(&txr).vload(q.dxn.at(p * c * 2), Dt::Bf16, va);
+            let _ = k.after(&txr).vsumsq(va, q.ss, p > 0);
         }
         let mut vt = None;
-        for q in 0..h / c {
-            let _ = k.after(&txr).vload(dxn.at(q * c * 2), Dt::Bf16, va);
-            let _ = k.vrms(va, ss, h, 1e-6, va);
-            let _ = k.after(&txr).vload(dxn.at(h * 2 + q * c * 2), Dt::Bf16, vg);
+        for p in 0..h / c {
+            let _ = k.after(&txr).vload(q.dxn.at(p * c * 2), Dt::Bf16, va);
+            let _ = k.vrms(va, q.ss, h, 1e-6, va);
+            let _ = k.after(&txr).vload(q.dxn.at(h * 2 + p * c * 2), Dt::Bf16, vg);
             let _ = k.vmul(va, vg, va);
-            vt = Some(k.vtrf(va, xt.sub(q * c, c)));
+            vt = Some(k.vtrf(va, q.xt.sub(p * c, c)));
         }
-        let vt = vt.unwrap();
-        let tvr: Vec<&Token> = tv.iter().collect();
-        let mut passes: Vec<Token> = vec![];
-        let mut head_done: Vec<Option<Token>> = vec![];
-        for t in 0..nt {
-            if t >= BUFFERS {
-                let l = load(k, t, Some(&passes[t - BUFFERS]));
-                loads.push(l);
+        q.vt = vt;
+    };
+    let mut outs_all: Vec<(Engine, Loc, Loc, u32, Token)> = vec![];
+    // tile t of a slice: its load (t >= BUFFERS: after the pass that last read the buffer),
+    // its pass, and when it completes a head, that head's epilogue
+    let step = |k: &mut Ctx, q: &mut Sq, outs_all: &mut Vec<(Engine, Loc, Loc, u32, Token)>, t: usize| {
+        if t >= BUFFERS {
+            let l = load_tile(k, q, &w, h, d, t, Some(&q.passes[t - BUFFERS]));
+            q.loads.push(l);
+        }
+        let tl = q.tiles[t];
+        let nheads = q.heads.len();
+        let acc = q.vb.sub((tl.hi as u32 % 2) * d, d);
+        let mut deps: Vec<&Token> = q.loads[t].iter().collect();
+        deps.push(q.vt.as_ref().unwrap());
+        if tl.hi >= 2 {
+            deps.push(q.head_done[tl.hi - 2].as_ref().unwrap());
+        }
+        let p = k.after(&deps).pass(&Pass {
+            slice: q.sl,
+            w: Tile { addr: q.bufs[t % BUFFERS].addr, rows: tl.tr, cols: h, pitch: h, dt: Dt::Fp8E4m3 },
+            scales: None,
+            x: q.xt,
+            acc: acc.sub(tl.r, tl.tr),
+            accumulate: false,
+        });
+        if tl.r + tl.tr == d {
+            // head complete: scale, RMSNorm · gamma, RoPE (q, k), bf16, write
+            let scv = q.vb.sub(2 * d, d);
+            let gv = q.vb.sub(3 * d, d);
+            let mut ad: Vec<&Token> = q.tv.iter().collect();
+            ad.push(&p);
+            let _ = k.after(&ad).vload(q.dsc.at(q.soff[tl.hi]), Dt::Bf16, scv);
+            let _ = k.after(&ad).vmul(acc, scv, acc);
+            if tl.m < 2 {
+                let _ = k.after(&ad).vsumsq(acc, q.ss, false);
+                let _ = k.after(&ad).vrms(acc, q.ss, d, 1e-6, acc);
+                let _ = k.after(&ad).vload(q.dg.at(tl.m as u32 * d * 2), Dt::Bf16, gv);
+                let _ = k.after(&ad).vmul(acc, gv, acc);
+                let _ = k.after(&ad).vrope(acc, acc, pos, d, 10000.0);
             }
-            let tl = tiles[t];
-            let acc = vb.sub((tl.hi as u32 % 2) * d, d);
-            let mut deps: Vec<&Token> = loads[t].iter().collect();
-            deps.push(&vt);
-            if tl.hi >= 2 {
-                deps.push(head_done[tl.hi - 2].as_ref().unwrap());
+            let st = k.after(&ad).vstore(acc, q.douts.at(tl.hi as u32 * d * 2), Dt::Bf16);
+            let dst = match tl.m {
+                0 => q_out.at((tl.hh * d * 2) as u64),
+                1 => kc.at(((tl.hh * cl + slot) * d * 2) as u64),
+                _ => vc.at(((tl.hh * cl + slot) * d * 2) as u64),
+            };
+            outs_all.push((q.engs[tl.hi % SPLIT], q.douts.at(tl.hi as u32 * d * 2), dst, d * 2, st));
+            // accumulator reuse two heads later is ordered after this head's store
+            let hd = if tl.hi + 2 < nheads { Some(k.after(&[&outs_all.last().unwrap().4]).vcopy(q.ss, q.ss)) } else { None };
+            q.head_done.push(hd);
+        }
+        q.passes.push(p);
+    };
+    if ORDER == 0 {
+        for q in qs.iter_mut() {
+            if XFIRST == 1 {
+                x_loads(k, q);
             }
-            let p = k.after(&deps).pass(&Pass {
-                slice: sl,
-                w: Tile { addr: bufs[t % BUFFERS].addr, rows: tl.tr, cols: h, pitch: h, dt: Dt::Fp8E4m3 },
-                scales: None,
-                x: xt,
-                acc: acc.sub(tl.r, tl.tr),
-                accumulate: false,
-            });
-            if tl.r + tl.tr == d {
-                // head complete: scale, RMSNorm · gamma, RoPE (q, k), bf16, write
-                let scv = vb.sub(2 * d, d);
-                let gv = vb.sub(3 * d, d);
-                let mut ad: Vec<&Token> = tvr.clone();
-                ad.push(&p);
-                let _ = k.after(&ad).vload(dsc.at(soff[tl.hi]), Dt::Bf16, scv);
-                let _ = k.after(&ad).vmul(acc, scv, acc);
-                if tl.m < 2 {
-                    let _ = k.after(&ad).vsumsq(acc, ss, false);
-                    let _ = k.after(&ad).vrms(acc, ss, d, 1e-6, acc);
-                    let _ = k.after(&ad).vload(dg.at(tl.m as u32 * d * 2), Dt::Bf16, gv);
-                    let _ = k.after(&ad).vmul(acc, gv, acc);
-                    let _ = k.after(&ad).vrope(acc, acc, pos, d, 10000.0);
+            for t in 0..BUFFERS.min(q.tiles.len()) {
+                let l = load_tile(k, q, &w, h, d, t, None);
+                q.loads.push(l);
+            }
+            if XFIRST == 0 {
+                x_loads(k, q);
+            }
+            prologue(k, q);
+            for t in 0..q.tiles.len() {
+                step(k, q, &mut outs_all, t);
+            }
+        }
+    } else {
+        if XFIRST == 1 {
+            for q in qs.iter_mut() {
+                x_loads(k, q);
+            }
+        }
+        for t in 0..BUFFERS {
+            for q in qs.iter_mut() {
+                if t < q.tiles.len() {
+                    let l = load_tile(k, q, &w, h, d, t, None);
+                    q.loads.push(l);
                 }
-                let st = k.after(&ad).vstore(acc, douts.at(tl.hi as u32 * d * 2), Dt::Bf16);
-                let dst = match tl.m {
-                    0 => q_out.at((tl.hh * d * 2) as u64),
-                    1 => kc.at(((tl.hh * cl + slot) * d * 2) as u64),
-                    _ => vc.at(((tl.hh * cl + slot) * d * 2) as u64),
-                };
-                outs_all.push((engs[tl.hi % SPLIT], douts.at(tl.hi as u32 * d * 2), dst, d * 2, st));
-                // accumulator reuse two heads later is ordered after this head's store
-                head_done.push(if tl.hi + 2 < nheads { Some(k.after(&[&outs_all.last().unwrap().4]).vcopy(ss, ss)) } else { None });
             }
-            passes.push(p);
         }
-        for l in loads {
+        for q in qs.iter_mut() {
+            if XFIRST == 0 {
+                x_loads(k, q);
+            }
+            prologue(k, q);
+        }
+        let nt = qs.iter().map(|q| q.tiles.len()).max().unwrap_or(0);
+        for t in 0..nt {
+            for q in qs.iter_mut() {
+                if t < q.tiles.len() {
+                    step(k, q, &mut outs_all, t);
+                }
+            }
+        }
+    }
+    for q in qs.into_iter() {
+        for l in q.loads {
             for t in l {
                 drop_token(t);
             }
         }
-        for t in tx.into_iter().chain(tv.into_iter()).chain(passes.into_iter()).chain(head_done.into_iter().flatten()) {
+        for t in q.tx.into_iter().chain(q.tv.into_iter()).chain(q.passes.into_iter()).chain(q.head_done.into_iter().flatten()) {
             drop_token(t);
         }
-        drop_token(vt);
+        if let Some(t) = q.vt {
+            drop_token(t);
+        }
     }
     // output writes, queued last on every engine (after their vstores)
     let mut ws = vec![];
