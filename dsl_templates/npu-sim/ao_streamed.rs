@@ -22,6 +22,18 @@
 // ROTATE: 0 gives each slice fixed engines; 1 rotates a slice's tile loads over
 // all DMA engines of its cluster (tile t of the slice with cluster index j on
 // engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines).
+// BALANCE: 1 cuts the rows after the first tile into ceil(rest / ROWS) tiles
+// of near-equal size (no short remainder tile whose pass issue cannot hide
+// behind a load); 0 cuts tiles of ROWS rows and a remainder.
+// GRAIN: the slices' row ranges are multiples of GRAIN rows; 128 rows of bf16
+// output are 256 bytes, so every slice's output write is HBM-aligned (falls
+// back to 8 when hidden is not a multiple of GRAIN or has too few of them).
+// SMALLS: 0 loads the small vectors (scale, post_norm, residual) right after
+// the first tiles; 1 spreads them over the stream, slice i's v-th vector
+// behind its tile 1 + (i % (tiles - 1)) + v, so that the startups of these
+// short commands do not stall every engine at the same moment (with
+// SCALE_LATE = 0 the tiles before them are scaled in one catch-up).
+// XFIRST = 2 alternates 1 and 0 over the slices.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -38,6 +50,9 @@ const TAIL: u32 = ${TAIL};
 const SKEW: u32 = ${SKEW};
 const ORDER: u32 = ${ORDER};
 const ROTATE: u32 = ${ROTATE};
+const BALANCE: u32 = ${BALANCE};
+const GRAIN: u32 = ${GRAIN};
+const SMALLS: u32 = ${SMALLS};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -77,8 +92,9 @@ fn ao(k: &mut Ctx) {
     let post = k.tensor("post_norm");
     let out = k.tensor("out");
     let spc = hw.slices_per_cluster;
-    let nslices = SLICES.min((h / 8) as usize);
-    let g8 = h / 8;
+    let gr = if h % GRAIN == 0 && h / GRAIN >= SLICES as u32 { GRAIN } else { 8 };
+    let g8 = h / gr;
+    let nslices = SLICES.min(g8 as usize);
     let scratch = if GATHER == 0 { k.hbm_alloc(nslices as u64 * 256) } else { Hbm { addr: 0, bytes: 0 } };
     let ch = chunk_of(kd, 512);
 
@@ -111,26 +127,46 @@ fn ao(k: &mut Ctx) {
         ep: Vec<Token>,
         woff: u32,
         wl: u32,
+        xfirst: bool,
+        q: usize,
+        nsm: usize,
+        sq: bool,
     }
     let mut sls: Vec<Sl> = vec![];
     for i in 0..nslices {
         let c = i % hw.clusters;
         let j = i / hw.clusters;
         let sl = c * spc + j;
-        let r0 = (i as u32 * g8 / nslices as u32) * 8;
-        let r1 = ((i as u32 + 1) * g8 / nslices as u32) * 8;
+        let r0 = (i as u32 * g8 / nslices as u32) * gr;
+        let r1 = ((i as u32 + 1) * g8 / nslices as u32) * gr;
         let n = r1 - r0;
         let engs: Vec<Engine> = (0..SPLIT).map(|m| engine(c, (j * SPLIT + m) % hw.dma_engines_per_cluster)).collect();
         let first = ((ROWS * (i as u32 % STAGGER + 1) / STAGGER) / 8 * 8).max(8);
         let mut tiles = vec![];
         let mut r = r0;
-        let r1t = if TAIL > 0 && r1 - r0 > TAIL { r1 - TAIL } else { r1 };
-        while r < r1 {
-            let lim = if r < r1t { r1t } else { r1 };
-            let tr = (if r == r0 { first } else { ROWS }).min(lim - r);
-            tiles.push((r, tr));
-            r += tr;
+        if BALANCE == 1 {
+            let f = first.min(n);
+            tiles.push((r, f));
+            let rest = n - f;
+            let m = (rest + ROWS - 1) / ROWS;
+            for q in 0..m {
+                let (a, b) = (q * (rest / 8) / m * 8, (q + 1) * (rest / 8) / m * 8);
+                if b > a {
+                    tiles.push((r + f + a, b - a));
+                }
+            }
+        } else {
+            let r1t = if TAIL > 0 && r1 - r0 > TAIL { r1 - TAIL } else { r1 };
+            while r < r1 {
+                let lim = if r < r1t { r1t } else { r1 };
+                let tr = (if r == r0 { first } else { ROWS }).min(lim - r);
+                tiles.push((r, tr));
+                r += tr;
+            }
         }
+        let nt = tiles.len();
+        let q = if SMALLS == 1 && nt > 1 { 1 + i % (nt - 1) } else { 0 };
+        let xfirst = XFIRST == 1 || (XFIRST == 2 && i % 2 == 0);
         let acc = k.vrf_alloc(sl, n);
         let scv = k.vrf_alloc(sl, n);
         let res = k.vrf_alloc(sl, n);
@@ -143,7 +179,7 @@ fn ao(k: &mut Ctx) {
         let xd = k.dm_alloc(sl, kd * 2);
         let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd + SKEW)).collect();
         let xt = k.trf_alloc(sl, kd);
-        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0 });
+        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0, xfirst, q, nsm: 0, sq: false });
     }
     let ncl = (nslices + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
@@ -180,20 +216,34 @@ fn ao(k: &mut Ctx) {
             x.loads.push(l);
         }
     };
-    // the small vectors (behind the first tiles on the slice's last engine), operand → TRF
-    let prologue = |k: &mut Ctx, x: &mut Sl| {
-        let el = x.engs[SPLIT - 1];
+    // small vector v (0 scale, 1 post_norm, 2 residual) of the slice's rows,
+    // in a 256-aligned window, and its VRF load
+    let small = |k: &mut Ctx, x: &mut Sl, v: u32, el: Engine| {
         let (wa, wb) = (x.r0 * 2 / 256 * 256, ((x.r0 + x.n) * 2 + 255) / 256 * 256);
         let wb = wb.min(h * 2);
         let wl = wb - wa;
         x.woff = x.r0 * 2 - wa;
         x.wl = wl;
         let pv = pk(wl, PACKET);
-        let tv = vec![
-            k.copy(el, wsc.at(wa as u64), x.vec.at(0), wl, pv),
-            k.copy(el, resid.at(wa as u64), x.vec.at(wl), wl, pv),
-            k.copy(el, post.at(wa as u64), x.vec.at(2 * wl), wl, pv),
-        ];
+        let (src, dst) = match v {
+            0 => (wsc, x.scv),
+            1 => (post, x.pst),
+            _ => (resid, x.res),
+        };
+        let t = k.copy(el, src.at(wa as u64), x.vec.at(v * wl), wl, pv);
+        let l = k.after(&[&t]).vload(x.vec.at(v * wl + x.woff), Dt::Bf16, dst);
+        if v == 0 {
+            if let Some(o) = x.vlast.replace(l) {
+                drop_token(o);
+            }
+        } else {
+            drop_token(l);
+        }
+        x.ep.push(t);
+        x.nsm += 1;
+    };
+    // operand → TRF; the small vectors behind the first tiles (SMALLS = 0)
+    let prologue = |k: &mut Ctx, x: &mut Sl| {
         let tx = x.tx.as_ref().unwrap();
         let mut vt = None;
         for c in 0..kd / ch {
@@ -202,16 +252,46 @@ fn ao(k: &mut Ctx) {
             vt = Some(k.vtrf(st, x.xt.sub(c * ch, ch)));
         }
         x.vt = vt;
-        x.vlast = Some(k.after(&[&tv[0]]).vload(x.vec.at(x.woff), Dt::Bf16, x.scv));
-        let _ = k.after(&[&tv[1]]).vload(x.vec.at(x.wl + x.woff), Dt::Bf16, x.res);
-        let _ = k.after(&[&tv[2]]).vload(x.vec.at(2 * x.wl + x.woff), Dt::Bf16, x.pst);
-        x.ep = tv;
+        if SMALLS == 0 {
+            let el = x.engs[SPLIT - 1];
+            for v in 0..3 {
+                small(k, x, v, el);
+            }
+        }
+    };
+    // SMALLS = 1: the slice's v-th small vector behind tile q + v; with
+    // SCALE_LATE = 0, once scale and post_norm are there, scale the rows of
+    // the tiles passed so far in one catch-up
+    let smalls_at = |k: &mut Ctx, x: &mut Sl, t: usize| {
+        if SMALLS != 1 {
+            return;
+        }
+        while x.nsm < 3 && (t >= x.q + x.nsm || t + 1 >= x.tiles.len()) {
+            let e = if ROTATE == 1 { engine(x.cc, ((x.j + t * ncl) * SPLIT + SPLIT - 1) % ne) } else { x.engs[SPLIT - 1] };
+            let v = x.nsm as u32;
+            small(k, x, v, e);
+            if SCALE_LATE == 0 && v == 1 && !x.passes.is_empty() {
+                let done = x.tiles[x.passes.len() - 1];
+                let rows = done.0 + done.1 - x.r0;
+                let a = x.acc.sub(0, rows);
+                let p = x.passes.last().unwrap();
+                let _ = k.after(&[p]).vmul(a, x.scv.sub(0, rows), a);
+                let v = k.after(&[p]).vsumsq(a, x.ssp.sub(0, 1), false);
+                let v2 = k.after(&[p, &v]).vmul(a, x.pst.sub(0, rows), a);
+                drop_token(v);
+                if let Some(o) = x.vlast.replace(v2) {
+                    drop_token(o);
+                }
+                x.sq = true;
+            }
+        }
     };
     let step = |k: &mut Ctx, x: &mut Sl, t: usize| {
         if t >= BUFFERS {
             let l = load(k, x, t, Some(&x.passes[t - BUFFERS]));
             x.loads.push(l);
         }
+        smalls_at(k, x, t);
         let (r, tr) = x.tiles[t];
         let off = r - x.r0;
         let mut deps: Vec<&Token> = x.loads[t].iter().collect();
@@ -226,10 +306,11 @@ fn ao(k: &mut Ctx) {
             acc: x.acc.sub(off, tr),
             accumulate: false,
         });
-        if SCALE_LATE == 0 {
+        if SCALE_LATE == 0 && x.nsm >= 2 {
             let a = x.acc.sub(off, tr);
             let _ = k.after(&[&p]).vmul(a, x.scv.sub(off, tr), a);
-            let v = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), t > 0);
+            let v = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), x.sq);
+            x.sq = true;
             let v2 = k.after(&[&p, &v]).vmul(a, x.pst.sub(off, tr), a);
             drop_token(v);
             if let Some(o) = x.vlast.replace(v2) {
@@ -271,7 +352,7 @@ fn ao(k: &mut Ctx) {
     };
     if ORDER == 0 {
         for x in sls.iter_mut() {
-            if XFIRST == 1 {
+            if x.xfirst {
                 x_load(k, x);
                 first_load(k, x, 0);
             } else {
@@ -289,7 +370,7 @@ fn ao(k: &mut Ctx) {
         }
     } else {
         for x in sls.iter_mut() {
-            if XFIRST == 1 {
+            if x.xfirst {
                 x_load(k, x);
             }
         }
@@ -297,7 +378,7 @@ fn ao(k: &mut Ctx) {
             first_load(k, x, 0);
         }
         for x in sls.iter_mut() {
-            if XFIRST == 0 {
+            if !x.xfirst {
                 x_load(k, x);
             }
         }

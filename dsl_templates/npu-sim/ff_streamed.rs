@@ -25,6 +25,8 @@
 // slice's tile loads over all DMA engines of its cluster (tile t of the slice
 // with cluster index j on engine j + t * slices of the cluster, modulo the
 // engines).
+// GRAIN: phase-2 output rows per slice are a multiple of GRAIN (128 rows of
+// bf16 = 256 bytes: HBM-aligned output writes), else of 8.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -37,6 +39,7 @@ const STAGGER: u32 = ${STAGGER};
 const DBUFFERS: usize = ${DBUFFERS};
 const ORDER: u32 = ${ORDER};
 const ROTATE: u32 = ${ROTATE};
+const GRAIN: u32 = ${GRAIN};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -131,15 +134,16 @@ fn ff(k: &mut Ctx) {
     }
     let mut sls: Vec<Sl> = vec![];
     let g1 = f / 16; // phase-1 granules of 16 rows (scale rows 256-byte aligned)
-    let g2 = h / 8;
+    let gr2 = if h % GRAIN == 0 && h / GRAIN >= ns as u32 { GRAIN } else { 8 };
+    let g2 = h / gr2;
     for i in 0..ns {
         let c = i % hw.clusters;
         let j = i / hw.clusters;
         let sl = c * spc + j;
         let r0 = (i as u32 * g1 / ns as u32) * 16;
         let r1 = ((i as u32 + 1) * g1 / ns as u32) * 16;
-        let q0 = (i as u32 * g2 / ns as u32) * 8;
-        let q1 = ((i as u32 + 1) * g2 / ns as u32) * 8;
+        let q0 = (i as u32 * g2 / ns as u32) * gr2;
+        let q1 = ((i as u32 + 1) * g2 / ns as u32) * gr2;
         let z = Dm { slice: sl, addr: 0, bytes: 0 };
         let zv = Vrf { slice: sl, off: 0, len: 0 };
         sls.push(Sl { sl, cc: c, j, e: engine(c, j % hw.dma_engines_per_cluster), r0, n1: r1 - r0, q0, n2: q1 - q0, acc2: zv, stage: zv, ssp: zv, g: z, o: z, pw: z, pwo: 0, xd: z, last: None, ep: vec![] });
