@@ -14,7 +14,9 @@
 // partial sums of squares are exchanged through HBM (GATHER = 0: each slice
 // writes its partial, every slice reads all of them with one strided
 // program), or over the switch network to the first slice and back by a
-// doubling broadcast (1), or all-to-all over the switch network (2).
+// doubling broadcast (1), or all-to-all over the switch network (2), or over
+// the switch network to the first slice, which writes the total to HBM for
+// every other slice to read (3).
 // ORDER: 0 issues each slice's whole stream before the next slice's; 1 issues
 // tile by tile across the slices. An engine runs its commands in issue order,
 // so when slices share a DMA engine (fewer engines than slices per cluster)
@@ -34,6 +36,10 @@
 // short commands do not stall every engine at the same moment (with
 // SCALE_LATE = 0 the tiles before them are scaled in one catch-up).
 // XFIRST = 2 alternates 1 and 0 over the slices.
+// LPT > 0: every DMA command goes to the least-loaded engine of its cluster
+// (greedy, in issue order), a command counting its bytes plus LPT bytes for
+// its startup: short commands (operand, small vectors, epilogue) land on the
+// engines with fewer weight bytes. 0: the engines that SPLIT / ROTATE name.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -53,6 +59,7 @@ const ROTATE: u32 = ${ROTATE};
 const BALANCE: u32 = ${BALANCE};
 const GRAIN: u32 = ${GRAIN};
 const SMALLS: u32 = ${SMALLS};
+const LPT: u32 = ${LPT};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -95,7 +102,7 @@ fn ao(k: &mut Ctx) {
     let gr = if h % GRAIN == 0 && h / GRAIN >= SLICES as u32 { GRAIN } else { 8 };
     let g8 = h / gr;
     let nslices = SLICES.min(g8 as usize);
-    let scratch = if GATHER == 0 { k.hbm_alloc(nslices as u64 * 256) } else { Hbm { addr: 0, bytes: 0 } };
+    let scratch = if GATHER == 0 || GATHER == 3 { k.hbm_alloc(nslices as u64 * 256) } else { Hbm { addr: 0, bytes: 0 } };
     let ch = chunk_of(kd, 512);
 
     struct Sl {
@@ -174,7 +181,7 @@ fn ao(k: &mut Ctx) {
         let pst = k.vrf_alloc(sl, n);
         let ssp = k.vrf_alloc(sl, 64);
         let vec = k.dm_alloc(sl, (n * 2 + 512).min(h * 2) * 3); // scale, residual, post_norm windows (bf16)
-        let g = k.dm_alloc(sl, 256 + nslices as u32 * 4);
+        let g = k.dm_alloc(sl, 512 + nslices as u32 * 4);
         let o = k.dm_alloc(sl, n * 2);
         let xd = k.dm_alloc(sl, kd * 2);
         let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd + SKEW)).collect();
@@ -183,6 +190,21 @@ fn ao(k: &mut Ctx) {
     }
     let ncl = (nslices + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
+    let eload = std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]);
+    let pick = |c: usize, bytes: u32, dflt: Engine| -> Engine {
+        if LPT == 0 {
+            return dflt;
+        }
+        let mut l = eload.borrow_mut();
+        let mut b = 0;
+        for e in 1..ne {
+            if l[c][e] < l[c][b] {
+                b = e;
+            }
+        }
+        l[c][b] += bytes as u64 + LPT as u64;
+        engine(c, b)
+    };
 
     // per slice: operand, weight ring, passes, per-tile vector work; no host waits
     let load = |k: &mut Ctx, x: &Sl, t: usize, dep: Option<&Token>| -> Vec<Token> {
@@ -198,6 +220,7 @@ fn ao(k: &mut Ctx) {
                 let src = wo.at(((r + a) * kd) as u64);
                 let dst = buf.at(a * kd);
                 let e = if ROTATE == 1 { engine(x.cc, ((x.j + t * ncl) * SPLIT + m as usize) % ne) } else { x.engs[m as usize] };
+                let e = pick(x.cc, bytes, e);
                 let t = match dep {
                     Some(d) => k.after(&[d]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
                     None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
@@ -208,7 +231,8 @@ fn ao(k: &mut Ctx) {
         v
     };
     let x_load = |k: &mut Ctx, x: &mut Sl| {
-        x.tx = Some(k.copy(x.engs[0], attn.at(0), x.xd.at(0), kd * 2, pk(kd * 2, PACKET)));
+        let e = pick(x.cc, kd * 2, x.engs[0]);
+        x.tx = Some(k.copy(e, attn.at(0), x.xd.at(0), kd * 2, pk(kd * 2, PACKET)));
     };
     let first_load = |k: &mut Ctx, x: &mut Sl, t: usize| {
         if t < x.tiles.len() {
@@ -230,6 +254,7 @@ fn ao(k: &mut Ctx) {
             1 => (post, x.pst),
             _ => (resid, x.res),
         };
+        let el = pick(x.cc, wl, el);
         let t = k.copy(el, src.at(wa as u64), x.vec.at(v * wl), wl, pv);
         let l = k.after(&[&t]).vload(x.vec.at(v * wl + x.woff), Dt::Bf16, dst);
         if v == 0 {
@@ -403,7 +428,8 @@ fn ao(k: &mut Ctx) {
         }
     }
 
-    // exchange the partials; every slice ends with the total at g[64] (GATHER = 1)
+    // exchange the partials; every slice ends with the total at g[64] (GATHER = 1;
+    // 3: g[256 + 64] but the root)
     // or all partials at g[256..] (0, 2)
     let m = sls.len();
     let mut ready: Vec<Vec<Token>> = (0..m).map(|_| vec![]).collect();
@@ -411,13 +437,15 @@ fn ao(k: &mut Ctx) {
         let mut wr = vec![];
         for (i, x) in sls.iter_mut().enumerate() {
             let st = x.last.take().unwrap();
-            wr.push(k.after(&[&st]).copy(*x.engs.last().unwrap(), x.g.at(0), scratch.at(i as u64 * 256), 256, 256));
+            let e = pick(x.cc, 256, *x.engs.last().unwrap());
+            wr.push(k.after(&[&st]).copy(e, x.g.at(0), scratch.at(i as u64 * 256), 256, 256));
             ready[i].push(st);
         }
         let refs: Vec<&Token> = wr.iter().collect();
         let mut rd = vec![];
         for x in sls.iter() {
-            rd.push(k.after(&refs).dma(*x.engs.last().unwrap(), scratch.at(0), x.g.at(256), 4, &[lp(m as u32, 256, 4)]));
+            let e = pick(x.cc, m as u32 * 4, *x.engs.last().unwrap());
+            rd.push(k.after(&refs).dma(e, scratch.at(0), x.g.at(256), 4, &[lp(m as u32, 256, 4)]));
         }
         for (i, t) in rd.into_iter().enumerate() {
             ready[i].push(t);
@@ -425,7 +453,7 @@ fn ao(k: &mut Ctx) {
         for t in wr {
             drop_token(t);
         }
-    } else if GATHER == 1 {
+    } else if GATHER == 1 || GATHER == 3 {
         let root = sls[0].g;
         let mut sw = vec![];
         for (i, x) in sls.iter_mut().enumerate() {
@@ -443,7 +471,20 @@ fn ao(k: &mut Ctx) {
             drop_token(t);
         }
         let mut have: Vec<Option<Token>> = (0..m).map(|_| None).collect();
-        if BCAST == 1 {
+        if GATHER == 3 {
+            // the root writes the total to HBM, every other slice reads it back
+            // (two short DMA commands whose startups are prepared early)
+            let x0 = &sls[0];
+            let e = pick(x0.cc, 256, *x0.engs.last().unwrap());
+            let w = k.after(&[&t0]).copy(e, root.at(0), scratch.at(0), 256, 256);
+            for i in 1..m {
+                let x = &sls[i];
+                let e = pick(x.cc, 256, *x.engs.last().unwrap());
+                have[i] = Some(k.after(&[&w]).copy(e, scratch.at(0), x.g.at(256), 256, 256));
+            }
+            have[0] = Some(t0);
+            drop_token(w);
+        } else if BCAST == 1 {
             for i in 1..m {
                 let t = k.after(&[&t0]).switch_copy(root.at(64), sls[i].g.at(64), 4);
                 have[i] = Some(t);
@@ -499,8 +540,10 @@ fn ao(k: &mut Ctx) {
         deps.extend(x.ep.iter());
         let tot = x.ssp.sub(2, 1);
         let n = x.n;
-        if GATHER == 1 {
+        if GATHER == 1 || (GATHER == 3 && i == 0) {
             let _ = k.after(&deps).vload(x.g.at(64), Dt::F32, tot);
+        } else if GATHER == 3 {
+            let _ = k.after(&deps).vload(x.g.at(256 + 64), Dt::F32, tot);
         } else {
             let all = x.ssp.sub(8, m as u32);
             let _ = k.after(&deps).vload(x.g.at(256), Dt::F32, all);
@@ -509,7 +552,8 @@ fn ao(k: &mut Ctx) {
         let _ = k.after(&deps).vrms(x.acc, tot, h, 1e-6, x.acc);
         let _ = k.after(&deps).vadd(x.acc, x.res, x.acc);
         let st = k.after(&deps).vstore(x.acc, x.o.at(0), Dt::Bf16);
-        outs.push(k.after(&[&st]).copy(x.engs[0], x.o.at(0), out.at(x.r0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
+        let e = pick(x.cc, n * 2, x.engs[0]);
+        outs.push(k.after(&[&st]).copy(e, x.o.at(0), out.at(x.r0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
         drop_token(st);
     }
     for t in ready {
