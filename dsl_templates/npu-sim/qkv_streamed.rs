@@ -21,6 +21,20 @@
 // all DMA engines of its cluster (tile t of the slice with cluster index j on
 // engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines), so
 // that every engine works and each command's startup is shared by more engines.
+// LPT > 0: every DMA command goes to the least-loaded engine of its cluster
+// (greedy, in issue order), a command counting its bytes plus LPT bytes for
+// its startup, so that the short commands (x, norms, scales, outputs) land on
+// the engines with fewer weight bytes; 0: the engines SPLIT / ROTATE name.
+// FUSE = 1 loads equal-sized small vectors of different tensors with one
+// two-level sequencer program (the outer stride is the distance between the
+// tensors): x with attn_norm, q_norm with k_norm, and a slice's scale windows
+// when they are equally spaced, so that a slice pays 3 DMA startups for its
+// small vectors instead of 4 + heads.
+// SMALLS = 1 issues a slice's norm and scale loads behind its tile
+// 1 + (i % tiles of its first head) instead of right after its first tiles,
+// so that these short commands do not stall every engine at the same moment
+// (they are needed only by the first head's epilogue). XFIRST = 2 alternates
+// 1 and 0 over the slices.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -33,6 +47,9 @@ const XFIRST: u32 = ${XFIRST};
 const XCHUNK: u32 = ${XCHUNK};
 const ORDER: u32 = ${ORDER};
 const ROTATE: u32 = ${ROTATE};
+const LPT: u32 = ${LPT};
+const FUSE: u32 = ${FUSE};
+const SMALLS: u32 = ${SMALLS};
 
 /// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
 fn pk(bytes: u32, max: u32) -> u32 {
@@ -98,10 +115,30 @@ struct Sq {
     tx: Vec<Token>,
     tv: Vec<Token>,
     vt: Option<Token>,
+    xfirst: bool,
+    sp: usize,
+}
+
+type Loads = std::cell::RefCell<Vec<Vec<u64>>>;
+
+/// LPT > 0: the least-loaded engine of cluster c (charged bytes + LPT); else dflt.
+fn pick(l: &Loads, c: usize, bytes: u32, dflt: Engine) -> Engine {
+    if LPT == 0 {
+        return dflt;
+    }
+    let mut l = l.borrow_mut();
+    let mut b = 0;
+    for e in 1..l[c].len() {
+        if l[c][e] < l[c][b] {
+            b = e;
+        }
+    }
+    l[c][b] += bytes as u64 + LPT as u64;
+    engine(c, b)
 }
 
 /// The weight tile t of a slice: SPLIT sequencer programs on consecutive engines.
-fn load_tile(k: &mut Ctx, q: &Sq, w: &[Hbm; 3], h: u32, d: u32, t: usize, dep: Option<&Token>) -> Vec<Token> {
+fn load_tile(k: &mut Ctx, el: &Loads, q: &Sq, w: &[Hbm; 3], h: u32, d: u32, t: usize, dep: Option<&Token>) -> Vec<Token> {
     let tl = q.tiles[t];
     let row0 = tl.hh * d + tl.r;
     let buf = q.bufs[t % BUFFERS];
@@ -115,6 +152,7 @@ fn load_tile(k: &mut Ctx, q: &Sq, w: &[Hbm; 3], h: u32, d: u32, t: usize, dep: O
             let src = w[tl.m].at(((row0 + a) * h) as u64);
             let dst = buf.at(a * h);
             let e = if ROTATE == 1 { engine(q.cc, ((q.j + t * q.ncl) * SPLIT + m as usize) % q.ne) } else { q.engs[m as usize] };
+            let e = pick(el, q.cc, bytes, e);
             v.push(match dep {
                 Some(dd) => k.after(&[dd]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
                 None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
@@ -181,21 +219,41 @@ fn qkv(k: &mut Ctx) {
         let vb = k.vrf_alloc(sl, (2 * c).max(4 * d) + 8);
         let ss = vb.sub((2 * c).max(4 * d), 1);
         let xt = k.trf_alloc(sl, h);
-        qs.push(Sq { sl, cc, j, ncl: (nsl + hw.clusters - 1) / hw.clusters, ne: hw.dma_engines_per_cluster, engs, tiles, heads, dxn, dg, dsc, sw, soff: vec![], douts, bufs, vb, ss, xt, loads: vec![], passes: vec![], head_done: vec![], tx: vec![], tv: vec![], vt: None });
+        let fh = tiles.iter().position(|tl| tl.r + tl.tr == d).unwrap_or(0);
+        let sp = if SMALLS == 1 && fh > 0 { 1 + i % fh } else { 0 };
+        let xfirst = XFIRST == 1 || (XFIRST == 2 && i % 2 == 0);
+        qs.push(Sq { sl, cc, j, ncl: (nsl + hw.clusters - 1) / hw.clusters, ne: hw.dma_engines_per_cluster, engs, tiles, heads, dxn, dg, dsc, sw, soff: vec![], douts, bufs, vb, ss, xt, loads: vec![], passes: vec![], head_done: vec![], tx: vec![], tv: vec![], vt: None, xfirst, sp });
     }
 
+    let eload: Loads = std::cell::RefCell::new(vec![vec![0u64; hw.dma_engines_per_cluster]; hw.clusters]);
     let x_loads = |k: &mut Ctx, q: &mut Sq| {
-        let (e0, el) = (q.engs[0], q.engs[SPLIT - 1]);
+        if FUSE == 1 {
+            let e0 = pick(&eload, q.cc, h * 4, q.engs[0]);
+            let st = norm.addr as i64 - x.addr as i64;
+            q.tx.push(k.dma(e0, x.at(0), q.dxn.at(0), px, &[lp(2, st, (h * 2) as i64), lp(h * 2 / px, px as i64, px as i64)]));
+            return;
+        }
+        let (e0, el) = (pick(&eload, q.cc, h * 2, q.engs[0]), pick(&eload, q.cc, h * 2, q.engs[SPLIT - 1]));
         q.tx.push(k.copy(e0, x.at(0), q.dxn.at(0), h * 2, px));
         q.tx.push(k.copy(el, norm.at(0), q.dxn.at(h * 2), h * 2, px));
     };
     // small vectors (q_norm, k_norm, the heads' scales) and the prologue:
     // xn = bf16(rmsnorm(x) · attn_norm) → TRF
-    let prologue = |k: &mut Ctx, q: &mut Sq| {
+    let smalls = |k: &mut Ctx, q: &mut Sq| {
         let el = q.engs[SPLIT - 1];
         let pd = pk(d * 2, PACKET);
-        q.tv.push(k.copy(el, qn.at(0), q.dg.at(0), d * 2, pd));
-        q.tv.push(k.copy(el, kn.at(0), q.dg.at(d * 2), d * 2, pd));
+        if FUSE == 1 {
+            let e = pick(&eload, q.cc, d * 4, el);
+            let st = kn.addr as i64 - qn.addr as i64;
+            q.tv.push(k.dma(e, qn.at(0), q.dg.at(0), pd, &[lp(2, st, (d * 2) as i64), lp(d * 2 / pd, pd as i64, pd as i64)]));
+        } else {
+            let e = pick(&eload, q.cc, d * 2, el);
+            q.tv.push(k.copy(e, qn.at(0), q.dg.at(0), d * 2, pd));
+            let e = pick(&eload, q.cc, d * 2, el);
+            q.tv.push(k.copy(e, kn.at(0), q.dg.at(d * 2), d * 2, pd));
+        }
+        // the heads' scale windows (HBM address, bytes)
+        let mut win: Vec<(u64, u32)> = vec![];
         for hi in 0..q.heads.len() {
             let (m, hh) = q.heads[hi];
             let nh = if m == 0 { nq } else { nkv };
@@ -203,8 +261,26 @@ fn qkv(k: &mut Ctx) {
             let b = ((hh + 1) * d * 2 + 255) / 256 * 256;
             let wl = b.min(nh * d * 2) - a;
             q.soff.push(hi as u32 * q.sw + hh * d * 2 - a);
-            let t = k.copy(el, wsc[m].at(a as u64), q.dsc.at(hi as u32 * q.sw), wl, pk(wl, PACKET));
-            q.tv.push(t);
+            win.push((wsc[m].addr + a as u64, wl));
+        }
+        let n = win.len();
+        let same = n >= 2 && win.iter().all(|w| w.1 == win[0].1) && (2..n).all(|i| win[i].0 as i64 - win[i - 1].0 as i64 == win[1].0 as i64 - win[0].0 as i64);
+        if FUSE == 1 && same {
+            let wl = win[0].1;
+            let p = pk(wl, PACKET);
+            let e = pick(&eload, q.cc, wl * n as u32, el);
+            let st = win[1].0 as i64 - win[0].0 as i64;
+            q.tv.push(k.dma(e, Loc::Hbm(win[0].0), q.dsc.at(0), p, &[lp(n as u32, st, q.sw as i64), lp(wl / p, p as i64, p as i64)]));
+        } else {
+            for (hi, &(src, wl)) in win.iter().enumerate() {
+                let e = pick(&eload, q.cc, wl, el);
+                q.tv.push(k.copy(e, Loc::Hbm(src), q.dsc.at(hi as u32 * q.sw), wl, pk(wl, PACKET)));
+            }
+        }
+    };
+    let prologue = |k: &mut Ctx, q: &mut Sq| {
+        if SMALLS == 0 {
+            smalls(k, q);
         }
         let txr: Vec<&Token> = q.tx.iter().collect();
         let (va, vg) = (q.vb.sub(0, c), q.vb.sub(c, c));
@@ -227,8 +303,11 @@ fn qkv(k: &mut Ctx) {
     // its pass, and when it completes a head, that head's epilogue
     let step = |k: &mut Ctx, q: &mut Sq, outs_all: &mut Vec<(Engine, Loc, Loc, u32, Token)>, t: usize| {
         if t >= BUFFERS {
-            let l = load_tile(k, q, &w, h, d, t, Some(&q.passes[t - BUFFERS]));
+            let l = load_tile(k, &eload, q, &w, h, d, t, Some(&q.passes[t - BUFFERS]));
             q.loads.push(l);
+        }
+        if SMALLS == 1 && t == q.sp {
+            smalls(k, q);
         }
         let tl = q.tiles[t];
         let nheads = q.heads.len();
@@ -267,7 +346,7 @@ fn qkv(k: &mut Ctx) {
                 1 => kc.at(((tl.hh * cl + slot) * d * 2) as u64),
                 _ => vc.at(((tl.hh * cl + slot) * d * 2) as u64),
             };
-            outs_all.push((q.engs[tl.hi % SPLIT], q.douts.at(tl.hi as u32 * d * 2), dst, d * 2, st));
+            outs_all.push((pick(&eload, q.cc, d * 2, q.engs[tl.hi % SPLIT]), q.douts.at(tl.hi as u32 * d * 2), dst, d * 2, st));
             // accumulator reuse two heads later is ordered after this head's store
             let hd = if tl.hi + 2 < nheads { Some(k.after(&[&outs_all.last().unwrap().4]).vcopy(q.ss, q.ss)) } else { None };
             q.head_done.push(hd);
@@ -276,14 +355,14 @@ fn qkv(k: &mut Ctx) {
     };
     if ORDER == 0 {
         for q in qs.iter_mut() {
-            if XFIRST == 1 {
+            if q.xfirst {
                 x_loads(k, q);
             }
             for t in 0..BUFFERS.min(q.tiles.len()) {
-                let l = load_tile(k, q, &w, h, d, t, None);
+                let l = load_tile(k, &eload, q, &w, h, d, t, None);
                 q.loads.push(l);
             }
-            if XFIRST == 0 {
+            if !q.xfirst {
                 x_loads(k, q);
             }
             prologue(k, q);
@@ -292,21 +371,21 @@ fn qkv(k: &mut Ctx) {
             }
         }
     } else {
-        if XFIRST == 1 {
-            for q in qs.iter_mut() {
+        for q in qs.iter_mut() {
+            if q.xfirst {
                 x_loads(k, q);
             }
         }
         for t in 0..BUFFERS {
             for q in qs.iter_mut() {
                 if t < q.tiles.len() {
-                    let l = load_tile(k, q, &w, h, d, t, None);
+                    let l = load_tile(k, &eload, q, &w, h, d, t, None);
                     q.loads.push(l);
                 }
             }
         }
         for q in qs.iter_mut() {
-            if XFIRST == 0 {
+            if !q.xfirst {
                 x_loads(k, q);
             }
             prologue(k, q);
