@@ -27,6 +27,11 @@
 // engines).
 // GRAIN: phase-2 output rows per slice are a multiple of GRAIN (128 rows of
 // bf16 = 256 bytes: HBM-aligned output writes), else of 8.
+// LPT > 0: every DMA command goes to the least-loaded engine of its cluster
+// (greedy, in issue order), a command counting its bytes plus LPT bytes for
+// its startup; 0: the slice's engine / the ROTATE engine.
+// FUSE = 1 loads x with ffn_norm, and the three per-matrix scales (when
+// equally spaced), each with one two-level sequencer program.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -40,6 +45,8 @@ const DBUFFERS: usize = ${DBUFFERS};
 const ORDER: u32 = ${ORDER};
 const ROTATE: u32 = ${ROTATE};
 const GRAIN: u32 = ${GRAIN};
+const LPT: u32 = ${LPT};
+const FUSE: u32 = ${FUSE};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -150,13 +157,26 @@ fn ff(k: &mut Ctx) {
     }
     let ncl = (ns + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
-    // the engine of a slice's t-th weight command
-    let eng_of = |x_: &Sl, t: usize| -> Engine {
-        if ROTATE == 1 {
-            engine(x_.cc, (x_.j + t * ncl) % ne)
-        } else {
-            x_.e
+    let eload = std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]);
+    // LPT > 0: the least-loaded engine of cluster c (charged bytes + LPT); else dflt
+    let pick = |c: usize, bytes: u32, dflt: Engine| -> Engine {
+        if LPT == 0 {
+            return dflt;
         }
+        let mut l = eload.borrow_mut();
+        let mut b = 0;
+        for e in 1..ne {
+            if l[c][e] < l[c][b] {
+                b = e;
+            }
+        }
+        l[c][b] += bytes as u64 + LPT as u64;
+        engine(c, b)
+    };
+    // the engine of a slice's t-th weight command
+    let eng_of = |x_: &Sl, t: usize, bytes: u32| -> Engine {
+        let e = if ROTATE == 1 { engine(x_.cc, (x_.j + t * ncl) % ne) } else { x_.e };
+        pick(x_.cc, bytes, e)
     };
     // phase-1 state of a slice
     struct P1 {
@@ -247,8 +267,8 @@ fn ff(k: &mut Ctx) {
 
     // ---- phase 1 ----
     let load1 = |k: &mut Ctx, x_: &Sl, p: &P1, t: usize, dep: Option<&Token>| -> Vec<Token> {
-        let e = eng_of(x_, t);
         let (r, tr) = p.tiles[t];
+        let e = eng_of(x_, t, 2 * tr * (rb + sb));
         let buf = p.bufs[t % BUFFERS];
         let wbytes = tr * rb;
         let sbytes = tr * sb;
@@ -268,8 +288,15 @@ fn ff(k: &mut Ctx) {
         vec![a, b]
     };
     let x_loads = |k: &mut Ctx, x_: &Sl, p: &mut P1| {
-        p.tx.push(copy_after(k, &[], x_.e, x.at(0), x_.xd.at(0), h * 2));
-        p.tx.push(copy_after(k, &[], x_.e, norm.at(0), x_.xd.at(h * 2), h * 2));
+        if FUSE == 1 {
+            let e = pick(x_.cc, h * 4, x_.e);
+            let px = pk(h * 2, PACKET);
+            let st = norm.addr as i64 - x.addr as i64;
+            p.tx.push(k.dma(e, x.at(0), x_.xd.at(0), px, &[lp(2, st, (h * 2) as i64), lp(h * 2 / px, px as i64, px as i64)]));
+            return;
+        }
+        p.tx.push(copy_after(k, &[], pick(x_.cc, h * 2, x_.e), x.at(0), x_.xd.at(0), h * 2));
+        p.tx.push(copy_after(k, &[], pick(x_.cc, h * 2, x_.e), norm.at(0), x_.xd.at(h * 2), h * 2));
     };
     let first_load = |k: &mut Ctx, x_: &Sl, p: &mut P1, t: usize| {
         if t < p.tiles.len() {
@@ -279,12 +306,17 @@ fn ff(k: &mut Ctx) {
     };
     // per-matrix scales; prologue: xn = bf16(rmsnorm(x) · ffn_norm) → TRF; scalars → VRF
     let prologue = |k: &mut Ctx, x_: &Sl, p: &mut P1, q2: &mut P2| {
-        let e = x_.e;
-        q2.sc_tok = vec![
-            copy_after(k, &[], e, wgs.at(0), p.sd.at(0), 256.min(4)),
-            copy_after(k, &[], e, wus.at(0), p.sd.at(256), 4),
-            copy_after(k, &[], e, wds.at(0), p.sd.at(512), 4),
-        ];
+        let (s1, s2) = (wus.addr as i64 - wgs.addr as i64, wds.addr as i64 - wus.addr as i64);
+        if FUSE == 1 && s1 == s2 {
+            let e = pick(x_.cc, 12, x_.e);
+            q2.sc_tok = vec![k.dma(e, wgs.at(0), p.sd.at(0), 4, &[lp(3, s1, 256), lp(1, 4, 4)])];
+        } else {
+            q2.sc_tok = vec![
+                copy_after(k, &[], pick(x_.cc, 4, x_.e), wgs.at(0), p.sd.at(0), 4),
+                copy_after(k, &[], pick(x_.cc, 4, x_.e), wus.at(0), p.sd.at(256), 4),
+                copy_after(k, &[], pick(x_.cc, 4, x_.e), wds.at(0), p.sd.at(512), 4),
+            ];
+        }
         let txr: Vec<&Token> = p.tx.iter().collect();
         let ss = x_.ssp.sub(0, 1);
         let (va, vg) = (x_.stage.sub(0, xc), x_.stage.sub(xc, xc));
@@ -301,8 +333,10 @@ fn ff(k: &mut Ctx) {
             vt = Some(k.vtrf(va, q2.trf.sub(q * xc, xc)));
         }
         p.vt = vt;
-        for (m, t) in q2.sc_tok.iter().enumerate() {
-            let _ = k.after(&[t]).vload(p.sd.at(m as u32 * 256), Dt::F32, q2.scal.sub(m as u32, 1));
+        for m in 0..3u32 {
+            // one token per scale, or one for all three (FUSE)
+            let t = &q2.sc_tok[(m as usize).min(q2.sc_tok.len() - 1)];
+            let _ = k.after(&[t]).vload(p.sd.at(m * 256), Dt::F32, q2.scal.sub(m, 1));
         }
     };
     let step1 = |k: &mut Ctx, x_: &Sl, p: &mut P1, q2: &P2, t: usize| {
@@ -394,7 +428,7 @@ fn ff(k: &mut Ctx) {
     // ---- phase 2: the first DBUFFERS tiles of every slice, then h write + gather ----
     let load2 = |k: &mut Ctx, x_: &Sl, p: &P2, t: usize, dep: Option<&Token>| -> Token {
         let (q, r, tr) = p.t2[t];
-        let e = eng_of(x_, p.t1 + t);
+        let e = eng_of(x_, p.t1 + t, tr * kc / 2);
         let buf = p.bufs[t % DBUFFERS];
         let cb = kc / 2;
         let pp = pk(cb, PACKET);
@@ -408,7 +442,7 @@ fn ff(k: &mut Ctx) {
     // the arena was last read by phase-1 passes; the last one covers all of them
     let scales2 = |k: &mut Ctx, x_: &Sl, p: &mut P2| {
         let lp1 = p.last_p1.take().unwrap();
-        let t = copy_after(k, &[&lp1], x_.e, wdb.at((x_.q0 * db) as u64), p.dsc_all.at(0), x_.n2 * db);
+        let t = copy_after(k, &[&lp1], pick(x_.cc, x_.n2 * db, x_.e), wdb.at((x_.q0 * db) as u64), p.dsc_all.at(0), x_.n2 * db);
         p.early.push(t);
         p.last_p1 = Some(lp1);
     };
@@ -440,13 +474,13 @@ fn ff(k: &mut Ctx) {
     }
     for (i, x_) in sls.iter().enumerate() {
         let lv = p2s[i].lastv.take().unwrap();
-        hw_tok.push(k.after(&[&lv]).copy(x_.e, p2s[i].hall.at(x_.r0 * 2), hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
+        hw_tok.push(k.after(&[&lv]).copy(pick(x_.cc, x_.n1 * 2, x_.e), p2s[i].hall.at(x_.r0 * 2), hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
         drop_token(lv);
     }
     let hwr: Vec<&Token> = hw_tok.iter().collect();
     let mut hg = vec![];
     for (i, x_) in sls.iter().enumerate() {
-        hg.push(k.after(&hwr).copy(x_.e, hs.at(0), p2s[i].hall.at(0), f * 2, pk(f * 2, PACKET)));
+        hg.push(k.after(&hwr).copy(pick(x_.cc, f * 2, x_.e), hs.at(0), p2s[i].hall.at(0), f * 2, pk(f * 2, PACKET)));
     }
     drop(hwr);
     for t in hw_tok {
@@ -535,7 +569,7 @@ fn ff(k: &mut Ctx) {
     // post_norm windows (queued last on every engine)
     for x_ in sls.iter_mut() {
         let (wa, wb) = (x_.q0 * 2 / 256 * 256, (((x_.q0 + x_.n2) * 2 + 255) / 256 * 256).min(h * 2));
-        let t = copy_after(k, &[], x_.e, post.at(wa as u64), x_.pw.at(0), wb - wa);
+        let t = copy_after(k, &[], pick(x_.cc, wb - wa, x_.e), post.at(wa as u64), x_.pw.at(0), wb - wa);
         x_.ep.push(t);
     }
     // exchange: sqrt partials to the first slice, total broadcast by a doubling tree
@@ -582,7 +616,7 @@ fn ff(k: &mut Ctx) {
         let _ = k.after(&deps).vload(x_.xd.at(x_.q0 * 2), Dt::Bf16, vb);
         let _ = k.after(&deps).vadd(x_.acc2, vb, x_.acc2);
         let st = k.after(&deps).vstore(x_.acc2, x_.o.at(0), Dt::Bf16);
-        outs.push(k.after(&[&st]).copy(x_.e, x_.o.at(0), out.at(x_.q0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
+        outs.push(k.after(&[&st]).copy(pick(x_.cc, n * 2, x_.e), x_.o.at(0), out.at(x_.q0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
         drop_token(st);
         drop_token(hv);
     }
