@@ -123,7 +123,8 @@ struct KernelRuntime {
     std::string reason;
     std::string failure_kind;
     std::set<std::string> known_hashes;
-    std::map<std::string, std::int64_t> family_designs;
+    std::map<std::string, std::int64_t> family_designs;  ///< measured designs per family
+    std::map<std::string, std::int64_t> family_failed;   ///< designs per family that ended without a measurement
     std::int64_t steps_since_accept = 0;
     std::int64_t runs_since_accept = 0;  ///< device runs spent on the kernel since its last accept
     std::int64_t accepts_since_revalidation = 0;
@@ -282,8 +283,9 @@ struct CampaignDriver::Impl {
             kernel.designs += 1;
             auto tmpl = kernel.templates_by_name.find(design->template_name);
             std::string family = tmpl == kernel.templates_by_name.end() ? design->template_name : tmpl->second->family();
-            kernel.family_designs[family] += 1;
+            if (!edge.cycles || edge.verdict == "failed" || edge.verdict == "error") kernel.family_failed[family] += 1;
             if (edge.cycles && edge.verdict != "failed" && edge.verdict != "error") {
+                kernel.family_designs[family] += 1;
                 const auto quantities = numbers_of(edge.quantities_json);
                 const auto params = numbers_of(design->params_json);
                 kernel.cost_model.observe(family, quantities, *edge.cycles, &params);
@@ -496,8 +498,9 @@ struct CampaignDriver::Impl {
         device_runs_this_run += outcome.device_runs;
         kernel.known_hashes.insert(proposal.design.content_hash);
         kernel.designs += 1;
-        kernel.family_designs[proposal.design.family] += 1;
+        if (!outcome.cycles_median || verdict == "failed" || verdict == "error") kernel.family_failed[proposal.design.family] += 1;
         if (outcome.cycles_median && verdict != "failed" && verdict != "error") {
+            kernel.family_designs[proposal.design.family] += 1;
             kernel.cost_model.observe(proposal.design.family, quantities_map(proposal.design), *outcome.cycles_median,
                                       &proposal.design.params);
         }
@@ -623,7 +626,14 @@ struct CampaignDriver::Impl {
         context.cost_model = &kernel.cost_model;
         context.is_known = [&kernel](const std::string& hash) { return kernel.known_hashes.count(hash) > 0; };
         context.rule_check = rule_check;
+        // A family counts as explored once a design of it was measured; one whose designs keep
+        // failing before a device run (illegal corners, learnt rules) counts after three failures,
+        // so that the architect neither abandons a family after one bad sample nor retries a
+        // family that does not build for ever.
         context.family_designs = kernel.family_designs;
+        for (const auto& [family, failed] : kernel.family_failed) {
+            if (failed >= 3) context.family_designs[family] += 1;
+        }
         context.age = age();
         context.seed = mix_seed(options.seed, kernel.name(), step);
         return context;

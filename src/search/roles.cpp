@@ -133,15 +133,18 @@ public:
 
     std::vector<Proposal> propose(const SearchContext& context) override {
         std::mt19937_64 random(context.seed);
-        struct FamilyBest { std::vector<ScoredAssignment> ranked; std::int64_t explored = 0; };
+        struct FamilyBest {
+            std::vector<ScoredAssignment> ranked;
+            std::int64_t explored = 0;
+            std::optional<ScoredAssignment> defaults;
+        };
         std::vector<FamilyBest> families;
         for (const auto& tmpl : context.templates) {
             if (tmpl->is_baseline() || tmpl->params().empty()) continue;
             std::vector<ScoredAssignment> samples;
-            if (auto scored = score_assignment(context, *tmpl, tmpl->default_assignment(),
-                                               fmt::format("family {} (defaults)", tmpl->family()))) {
-                samples.push_back(std::move(*scored));
-            }
+            std::optional<ScoredAssignment> defaults =
+                score_assignment(context, *tmpl, tmpl->default_assignment(), fmt::format("family {} (defaults)", tmpl->family()));
+            if (defaults) samples.push_back(*defaults);
             for (int sample_idx = 0; sample_idx < m_samples_per_family; ++sample_idx) {
                 Assignment assignment;
                 for (const auto& param : tmpl->params()) {
@@ -154,11 +157,14 @@ public:
             }
             rank(samples, random());
             auto explored = context.family_designs.find(tmpl->family());
-            families.push_back({std::move(samples), explored == context.family_designs.end() ? 0 : explored->second});
+            families.push_back(
+                {std::move(samples), explored == context.family_designs.end() ? 0 : explored->second, std::move(defaults)});
         }
-        // Families never measured first (their best predicted samples, the declared defaults among
-        // them: an untried family is entered at the point the model likes best, since a compile
-        // failure costs no device run and every accept costs a race), least explored first. Once
+        // Families never measured first, least explored first: each entered at its declared
+        // defaults (the template author's reading of the docs: overlap, placement and layout
+        // choices that no quantity shows, so that the model, which has not yet measured the
+        // family, ranks them at random), then at its best predicted samples (a compile failure
+        // costs no device run and every accept costs a race). Once
         // every family has a measurement, its learnt
         // correction says where it stands: then all samples compete on their corrected
         // prediction, so that the families that measured well get the proposals instead of a
@@ -178,6 +184,9 @@ public:
             if ((lhs.explored == 0) != (rhs.explored == 0)) return lhs.explored == 0;
             return lhs.explored == 0 && first_prediction(lhs) < first_prediction(rhs);
         });
+        for (const auto& family : families) {
+            if (family.explored == 0 && family.defaults) ordered.push_back(*family.defaults);
+        }
         std::size_t depth = 0;
         for (const auto& family : families) {
             if (family.explored == 0) depth = std::max(depth, family.ranked.size());

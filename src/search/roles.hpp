@@ -36,7 +36,9 @@ struct SearchContext {
     const CostModel* cost_model = nullptr;
     std::function<bool(const std::string& content_hash)> is_known;  ///< evaluated (or in flight) already
     RuleCheck rule_check;                               ///< may be empty: no rules known
-    std::map<std::string, std::int64_t> family_designs; ///< designs evaluated per family so far
+    /// designs measured per family so far (a design that failed to compile or was skipped before
+    /// a device run does not count: its family is still unmeasured, and entered at its defaults)
+    std::map<std::string, std::int64_t> family_designs;
     double age = 0.0;                                   ///< campaign age 0..1 (budget used)
     std::uint64_t seed = 0;                             ///< this step's seed (from the campaign seed)
     int max_proposals = 4;

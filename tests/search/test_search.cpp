@@ -299,7 +299,7 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     }
 }
 
-TEST_CASE("architect enters unmeasured families at their best predicted point then follows the measured level") {
+TEST_CASE("architect enters unmeasured families at their defaults, then their best predicted points, then follows the measured level") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);
     auto kernel = toy_kernel(dir.path);
@@ -318,26 +318,30 @@ TEST_CASE("architect enters unmeasured families at their best predicted point th
     auto architect = search::make_architect();
     auto proposals = architect->propose(context);
     REQUIRE_FALSE(proposals.empty());
-    // stream has no measurement yet: its best predicted sample comes first (no worse than its defaults).
-    auto predict_point = [&](const search::Template& tmpl, const search::Assignment& assignment) {
-        return *model.predict(tmpl.family(), tmpl.evaluate_quantities(assignment));
-    };
+    // stream has no measurement yet: it is entered at its declared defaults, then at its best
+    // predicted samples, best first.
     CHECK(proposals.front().design.family == "stream");
-    REQUIRE(proposals.front().predicted_cycles.has_value());
-    CHECK(*proposals.front().predicted_cycles <= predict_point(*stream, stream->default_assignment()) * 1.005);
-    for (const auto& proposal : proposals) {
-        if (proposal.design.family == "stream" && proposal.predicted_cycles) {
-            CHECK(*proposals.front().predicted_cycles <= *proposal.predicted_cycles * 1.005);
+    CHECK(proposals.front().design.content_hash == stream->instantiate(stream->default_assignment()).content_hash);
+    REQUIRE(proposals.size() >= 3);
+    REQUIRE(proposals[1].predicted_cycles.has_value());
+    for (std::size_t idx = 1; idx < proposals.size(); ++idx) {
+        if (proposals[idx].design.family == "stream" && proposals[idx].predicted_cycles) {
+            CHECK(*proposals[1].predicted_cycles <= *proposals[idx].predicted_cycles * 1.005);
         }
     }
 
-    // Neither measured: the first proposal is the best predicted point of either family.
+    // Neither measured: both families' defaults first, then the best predicted point of either.
     context.family_designs = {};
     proposals = architect->propose(context);
-    REQUIRE_FALSE(proposals.empty());
-    REQUIRE(proposals.front().predicted_cycles.has_value());
-    for (const auto& proposal : proposals) {
-        if (proposal.predicted_cycles) CHECK(*proposals.front().predicted_cycles <= *proposal.predicted_cycles * 1.005);
+    REQUIRE(proposals.size() >= 3);
+    std::set<std::string> defaults = {stream->instantiate(stream->default_assignment()).content_hash,
+                                      tiles->instantiate(tiles->default_assignment()).content_hash};
+    CHECK(defaults.count(proposals[0].design.content_hash) == 1);
+    CHECK(defaults.count(proposals[1].design.content_hash) == 1);
+    CHECK(proposals[0].design.family != proposals[1].design.family);
+    REQUIRE(proposals[2].predicted_cycles.has_value());
+    for (std::size_t idx = 2; idx < proposals.size(); ++idx) {
+        if (proposals[idx].predicted_cycles) CHECK(*proposals[2].predicted_cycles <= *proposals[idx].predicted_cycles * 1.005);
     }
 
     // Both measured; stream measured 3x its prediction, tiles as predicted: tiles gets the proposals.
