@@ -184,9 +184,15 @@ public:
             if ((lhs.explored == 0) != (rhs.explored == 0)) return lhs.explored == 0;
             return lhs.explored == 0 && first_prediction(lhs) < first_prediction(rhs);
         });
+        // the defaults of the unmeasured families, the one the model predicts fastest first
+        std::vector<ScoredAssignment> defaults;
         for (const auto& family : families) {
-            if (family.explored == 0 && family.defaults) ordered.push_back(*family.defaults);
+            if (family.explored == 0 && family.defaults) defaults.push_back(*family.defaults);
         }
+        std::stable_sort(defaults.begin(), defaults.end(), [](const ScoredAssignment& lhs, const ScoredAssignment& rhs) {
+            return lhs.predicted.value_or(1e300) < rhs.predicted.value_or(1e300);
+        });
+        ordered.insert(ordered.end(), defaults.begin(), defaults.end());
         std::size_t depth = 0;
         for (const auto& family : families) {
             if (family.explored == 0) depth = std::max(depth, family.ranked.size());

@@ -330,7 +330,8 @@ TEST_CASE("architect enters unmeasured families at their defaults, then their be
         }
     }
 
-    // Neither measured: both families' defaults first, then the best predicted point of either.
+    // Neither measured: both families' defaults first (faster predicted first), then the best
+    // predicted point of either.
     context.family_designs = {};
     proposals = architect->propose(context);
     REQUIRE(proposals.size() >= 3);
@@ -339,6 +340,10 @@ TEST_CASE("architect enters unmeasured families at their defaults, then their be
     CHECK(defaults.count(proposals[0].design.content_hash) == 1);
     CHECK(defaults.count(proposals[1].design.content_hash) == 1);
     CHECK(proposals[0].design.family != proposals[1].design.family);
+    // the defaults the model predicts faster come first
+    REQUIRE(proposals[0].predicted_cycles.has_value());
+    REQUIRE(proposals[1].predicted_cycles.has_value());
+    CHECK(*proposals[0].predicted_cycles <= *proposals[1].predicted_cycles);
     REQUIRE(proposals[2].predicted_cycles.has_value());
     for (std::size_t idx = 2; idx < proposals.size(); ++idx) {
         if (proposals[idx].predicted_cycles) CHECK(*proposals[2].predicted_cycles <= *proposals[idx].predicted_cycles * 1.005);
