@@ -59,6 +59,7 @@ struct FakeEvaluator final : campaign::Evaluator {
     std::map<std::string, int> calls;
     std::string version = "fake 1.0";
     std::function<void(int)> on_evaluate;
+    std::function<bool(const std::string& source)> fails_to_compile;  ///< a compile failure: no device run
     int evaluations = 0;
     int revalidations = 0;
     std::int64_t device_runs = 0;                              ///< reported so far
@@ -73,6 +74,12 @@ struct FakeEvaluator final : campaign::Evaluator {
             outcome.stages.push_back({which, verdict, reason, 0.1, 0});
         };
         stage(eval::Stage::rules, "pass", "");
+        if (fails_to_compile && fails_to_compile(read_file(candidate.source_file))) {
+            stage(eval::Stage::compile, "fail", "error[E0101]: packet too large");
+            outcome.final_reason = "error[E0101]: packet too large";
+            if (on_evaluate) on_evaluate(evaluations);
+            return outcome;
+        }
         stage(eval::Stage::compile, "pass", "");
         auto passes = candidate.quantities.find("passes");
         if (passes != candidate.quantities.end() && passes->second == 16) {
@@ -274,6 +281,37 @@ TEST_CASE("a campaign resumes after a step limit without evaluating a design twi
     CHECK(champion_hash(store, "toy") == best);
     auto events = store.list_events(1000);
     CHECK(std::any_of(events.begin(), events.end(), [](const auto& event) { return event.kind == "campaign_resumed"; }));
+}
+
+TEST_CASE("a family whose first design fails to compile is still unmeasured: the architect enters it again") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator evaluator;
+    int stream_failures = 0;
+    evaluator.fails_to_compile = [&](const std::string& source) {
+        if (source.find("stream") == std::string::npos || stream_failures > 0) return false;
+        stream_failures += 1;
+        return true;
+    };
+    auto options = toy_options(dir.path);
+    options.max_steps = 12;
+    run_toy(dir.path, templates.path, evaluator, options);
+    REQUIRE(stream_failures == 1);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    auto edges = store::TreeStore(store.database()).list_edges("toy");
+    std::vector<store::TreeEdgeRecord> stream;
+    for (const auto& edge : edges) {
+        auto design = store.find_design(edge.design_id);
+        if (design && design->template_name == "toy_stream") stream.push_back(edge);
+    }
+    REQUIRE(stream.size() >= 2);
+    CHECK(stream[0].verdict == "failed");
+    // the failed compile cost no device run and did not count as a measurement of the family
+    CHECK(stream[0].device_runs == 0);
+    CHECK(stream[1].role == "architect");
+    CHECK(stream[1].reason.find("family stream (0 designs so far)") != std::string::npos);
+    CHECK(stream[1].cycles.has_value());
 }
 
 TEST_CASE("SIGINT finishes the step in flight and a rerun resumes without repeating a design") {
