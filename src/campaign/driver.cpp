@@ -283,9 +283,9 @@ struct CampaignDriver::Impl {
             kernel.designs += 1;
             auto tmpl = kernel.templates_by_name.find(design->template_name);
             std::string family = tmpl == kernel.templates_by_name.end() ? design->template_name : tmpl->second->family();
-            if (!edge.cycles || edge.verdict == "failed" || edge.verdict == "error") kernel.family_failed[family] += 1;
-            if (edge.cycles && edge.verdict != "failed" && edge.verdict != "error") {
-                kernel.family_designs[family] += 1;
+            const bool measured = edge.cycles && edge.verdict != "failed" && edge.verdict != "error";
+            (measured ? kernel.family_designs : kernel.family_failed)[family] += 1;
+            if (measured) {
                 const auto quantities = numbers_of(edge.quantities_json);
                 const auto params = numbers_of(design->params_json);
                 kernel.cost_model.observe(family, quantities, *edge.cycles, &params);
@@ -498,9 +498,9 @@ struct CampaignDriver::Impl {
         device_runs_this_run += outcome.device_runs;
         kernel.known_hashes.insert(proposal.design.content_hash);
         kernel.designs += 1;
-        if (!outcome.cycles_median || verdict == "failed" || verdict == "error") kernel.family_failed[proposal.design.family] += 1;
-        if (outcome.cycles_median && verdict != "failed" && verdict != "error") {
-            kernel.family_designs[proposal.design.family] += 1;
+        const bool measured = outcome.cycles_median && verdict != "failed" && verdict != "error";
+        (measured ? kernel.family_designs : kernel.family_failed)[proposal.design.family] += 1;
+        if (measured) {
             kernel.cost_model.observe(proposal.design.family, quantities_map(proposal.design), *outcome.cycles_median,
                                       &proposal.design.params);
         }
