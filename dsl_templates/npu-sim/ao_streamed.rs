@@ -569,10 +569,6 @@ fn ao(k: &mut Ctx) {
     k.wait_all(outs);
 }
 
-fn sls_dummy(v: Vrf) -> Vrf {
-    v.sub(3, 1)
-}
-
 /// A token whose command is ordered before a command that is waited on.
 fn drop_token(t: Token) {
     std::mem::forget(t);
