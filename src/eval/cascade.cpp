@@ -183,7 +183,6 @@ private:
     std::int64_t m_transient = 0;
 };
 
-/// One launch of a race as a measurement row (`launch_idx`: its place in the race's launch order).
 /// A stage record's verdict, reason, time and launch counts into its store row.
 void copy_outcome(const StageRecord& record, store::EvaluationRecord& row) {
     row.verdict = record.verdict;
@@ -194,6 +193,7 @@ void copy_outcome(const StageRecord& record, store::EvaluationRecord& row) {
     row.retries = record.retries;
 }
 
+/// One launch of a race as a measurement row (`launch_idx`: its place in the race's launch order).
 store::MeasurementRecord race_row(std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
     store::MeasurementRecord row;
     row.launch_order = static_cast<std::int64_t>(launch_idx);
