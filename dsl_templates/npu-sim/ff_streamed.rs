@@ -47,6 +47,9 @@ const ROTATE: u32 = ${ROTATE};
 const GRAIN: u32 = ${GRAIN};
 const LPT: u32 = ${LPT};
 const FUSE: u32 = ${FUSE};
+const ROWSB: u32 = ${ROWSB};
+const ARENA: u32 = ${ARENA};
+const HFIRST: u32 = ${HFIRST};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -109,15 +112,20 @@ fn ff(k: &mut Ctx) {
     let spc = hw.slices_per_cluster;
     let ns = SLICES;
     let hs = k.hbm_alloc(f as u64 * 2); // h, bf16
-    let kc = div_of(f, KC, 512).min(f);
-    let nq = f / kc;
+    // K chunks of kc columns, the last one shorter when kc does not divide ffn
+    let kc = if f % 512 == 0 { KC.min(f) } else { div_of(f, KC, 512).min(f) };
+    let nq = (f + kc - 1) / kc;
+    let kq = |q: u32| -> u32 { kc.min(f - q * kc) };
     let rb = h / 2; // gate/up row bytes (fp4)
     let sb = h / 16; // gate/up block-scale row bytes
     let db = f / 16; // down block-scale row bytes
-    let tile1 = 2 * ROWS * (rb + sb);
+    // ring buffer b holds tiles of rcap(b) rows: ROWS, or ROWSB in the odd buffers
+    let rcap = |b: usize| -> u32 { if ROWSB > 0 && b % 2 == 1 { ROWSB } else { ROWS } };
+    let rmax = ROWS.max(ROWSB);
+    let tile1 = |b: usize| -> u32 { 2 * rcap(b) * (rb + sb) };
     let tile2 = DROWS * kc / 2;
     let xc = div_of(h, 512, 64); // prologue chunk
-    let hc = div_of(kc, 768, 64); // h chunk staging
+    let hc = div_of(gcd(kc, kq(nq - 1)), 768, 64); // h chunk staging
 
     struct Sl {
         sl: usize,
@@ -136,6 +144,7 @@ fn ff(k: &mut Ctx) {
         pw: Dm,
         pwo: u32,
         xd: Dm,
+        hown: Dm,
         last: Option<Token>,
         ep: Vec<Token>,
     }
@@ -153,7 +162,7 @@ fn ff(k: &mut Ctx) {
         let q1 = ((i as u32 + 1) * g2 / ns as u32) * gr2;
         let z = Dm { slice: sl, addr: 0, bytes: 0 };
         let zv = Vrf { slice: sl, off: 0, len: 0 };
-        sls.push(Sl { sl, cc: c, j, e: engine(c, j % hw.dma_engines_per_cluster), r0, n1: r1 - r0, q0, n2: q1 - q0, acc2: zv, stage: zv, ssp: zv, g: z, o: z, pw: z, pwo: 0, xd: z, last: None, ep: vec![] });
+        sls.push(Sl { sl, cc: c, j, e: engine(c, j % hw.dma_engines_per_cluster), r0, n1: r1 - r0, q0, n2: q1 - q0, acc2: zv, stage: zv, ssp: zv, g: z, o: z, pw: z, pwo: 0, xd: z, hown: z, last: None, ep: vec![] });
     }
     let ncl = (ns + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
@@ -181,6 +190,7 @@ fn ff(k: &mut Ctx) {
     // phase-1 state of a slice
     struct P1 {
         tiles: Vec<(u32, u32)>,
+        off: usize,
         bufs: Vec<Dm>,
         sd: Dm,
         acc1: Vrf,
@@ -207,32 +217,100 @@ fn ff(k: &mut Ctx) {
         passes: Vec<Token>,
         vts: Vec<Token>,
         last_of_chunk: Vec<usize>,
+        free1: Vec<(u32, u32)>,
+        free_tok: Vec<Option<Token>>,
+        last_buf: usize,
     }
-    let mut hw_tok: Vec<Token> = vec![];
     let mut p1s: Vec<P1> = vec![];
     let mut p2s: Vec<P2> = vec![];
     // ---- plan every slice: DM arena, VRF, TRF, tiles ----
     for x_ in sls.iter_mut() {
         let sl = x_.sl;
         let (n1, n2) = (x_.n1, x_.n2);
-        let xd = k.dm_alloc(sl, h * 4); // x | ffn_norm
-        x_.xd = xd;
-        let sd = k.dm_alloc(sl, 256 * 3); // w_gate_s, w_up_s, w_down_s
-        let hall = k.dm_alloc(sl, f * 2);
-        // one arena: phase 1 = ring of BUFFERS gate/up tiles; phase 2 (after the last
-        // phase-1 pass) = the resident down block scales + a ring of DBUFFERS down tiles
+        let i = sls_index(sl, spc, hw.clusters);
+        // phase-1 tiles of this slice; tile t goes to ring buffer (t + off) % BUFFERS.
+        // With ARENA 1 the offset is chosen so that the buffer freed first (that of
+        // the second-to-last tile) is buffer 0, where phase 2 starts, when the
+        // tile count allows it.
+        let plan = |off: usize| -> Vec<(u32, u32)> {
+            let mut tiles: Vec<(u32, u32)> = vec![];
+            let mut r = x_.r0;
+            while r < x_.r0 + n1 {
+                let cap = rcap((tiles.len() + off) % BUFFERS);
+                let first = ((cap * (i as u32 % STAGGER + 1) / STAGGER) / 16 * 16).max(16);
+                let tr = (if r == x_.r0 { first } else { cap }).min(x_.r0 + n1 - r);
+                tiles.push((r, tr));
+                r += tr;
+            }
+            tiles
+        };
+        let mut off = 0;
+        let mut tiles = plan(0);
+        if ARENA == 1 && ROWSB > 0 {
+            let score = |t: &Vec<(u32, u32)>, o: usize| (t.len(), usize::from(t.len() >= 2 && (t.len() - 2 + o) % BUFFERS != 0));
+            for o in 1..BUFFERS {
+                let t = plan(o);
+                if score(&t, o) < score(&tiles, off) {
+                    tiles = t;
+                    off = o;
+                }
+            }
+        }
+        let t1 = tiles.len();
         let dsz = (n2 * db + 255) / 256 * 256;
-        let arena = k.dm_alloc(sl, (BUFFERS as u32 * tile1).max(dsz + DBUFFERS as u32 * tile2));
-        let bufs: Vec<Dm> = (0..BUFFERS).map(|b| Dm { slice: sl, addr: arena.addr + b as u32 * tile1, bytes: tile1 }).collect();
-        let dsc = Dm { slice: sl, addr: arena.addr, bytes: n2 * db };
-        let bufs2: Vec<Dm> = (0..DBUFFERS).map(|b| Dm { slice: sl, addr: arena.addr + dsz + b as u32 * tile2, bytes: tile2 }).collect();
+        let hsz = (f * 2 + 255) / 256 * 256;
+        let ring: Vec<u32> = (0..BUFFERS).scan(0u32, |a, b| {
+            let o = *a;
+            *a += tile1(b);
+            Some(o)
+        }).collect();
+        let ring_end = ring[BUFFERS - 1] + tile1(BUFFERS - 1);
+        let d2 = DBUFFERS as u32 * tile2;
+        // one arena: phase 1 = ring of BUFFERS gate/up tiles; phase 2 (after the last
+        // phase-1 pass) = the resident down block scales + a ring of DBUFFERS down tiles.
+        // ARENA 1 also keeps x | ffn_norm (phase 1) and the gathered h (phase 2) in
+        // the arena: phase 2's scales go where the first freed ring buffer was, h and
+        // the down tiles into the first gap.
+        let (arena_sz, dsc_o, hall_o, d2_o, xd_o) = if ARENA == 0 {
+            (ring_end.max(dsz + d2), 0, 0, dsz, 0)
+        } else {
+            let p1 = ring_end + h * 4;
+            let simple = p1.max(dsz + hsz + d2);
+            let bf = if t1 >= 2 { (t1 - 2 + off) % BUFFERS } else { 0 };
+            let o = ring[bf];
+            let rest = if hsz + d2 <= o { 0 } else { o + dsz };
+            let sz = p1.max(o + dsz).max(rest + hsz + d2);
+            if sz <= simple { (sz, o, rest, rest + hsz, ring_end) } else { (simple, 0, dsz, dsz + hsz, ring_end) }
+        };
+        let (xd, sd, hall, arena) = if ARENA == 0 {
+            let xd = k.dm_alloc(sl, h * 4); // x | ffn_norm
+            let sd = k.dm_alloc(sl, 256 * 3); // w_gate_s, w_up_s, w_down_s
+            let hall = k.dm_alloc(sl, f * 2);
+            (xd, sd, hall, k.dm_alloc(sl, arena_sz))
+        } else {
+            let sd = k.dm_alloc(sl, 256 * 3);
+            let arena = k.dm_alloc(sl, arena_sz);
+            (Dm { slice: sl, addr: arena.addr + xd_o, bytes: h * 4 }, sd, Dm { slice: sl, addr: arena.addr + hall_o, bytes: f * 2 }, arena)
+        };
+        x_.xd = xd;
+        let bufs: Vec<Dm> = (0..BUFFERS).map(|b| Dm { slice: sl, addr: arena.addr + ring[b], bytes: tile1(b) }).collect();
+        let dsc = Dm { slice: sl, addr: arena.addr + dsc_o, bytes: n2 * db };
+        let bufs2: Vec<Dm> = (0..DBUFFERS).map(|b| Dm { slice: sl, addr: arena.addr + d2_o + b as u32 * tile2, bytes: tile2 }).collect();
+        // the phase-1 regions phase 2 may overwrite (ring buffers, then x | ffn_norm)
+        let mut free1: Vec<(u32, u32)> = bufs.iter().map(|b| (b.addr, b.addr + b.bytes)).collect();
+        if ARENA == 1 {
+            free1.push((xd.addr, xd.addr + xd.bytes));
+        }
         let (wa, wb) = (x_.q0 * 2 / 256 * 256, (((x_.q0 + n2) * 2 + 255) / 256 * 256).min(h * 2));
         x_.pw = k.dm_alloc(sl, wb - wa);
         x_.pwo = x_.q0 * 2 - wa;
         x_.g = k.dm_alloc(sl, 256 + ns as u32 * 4);
         x_.o = k.dm_alloc(sl, n2 * 2);
+        if ARENA == 1 {
+            x_.hown = k.dm_alloc(sl, n1 * 2);
+        }
         let acc2 = k.vrf_alloc(sl, n2);
-        let acc1 = k.vrf_alloc(sl, BUFFERS as u32 * 2 * ROWS);
+        let acc1 = k.vrf_alloc(sl, BUFFERS as u32 * 2 * rmax);
         let stage = k.vrf_alloc(sl, (2 * xc).max(hc).max(2 * n2));
         let scal = k.vrf_alloc(sl, 8);
         let ssp = k.vrf_alloc(sl, 64);
@@ -240,16 +318,6 @@ fn ff(k: &mut Ctx) {
         x_.stage = stage;
         x_.ssp = ssp;
         let trf = k.trf_alloc(sl, h.max(2 * kc));
-        let i = sls_index(sl, spc, hw.clusters);
-        // phase-1 tiles of this slice
-        let mut tiles: Vec<(u32, u32)> = vec![];
-        let first = ((ROWS * (i as u32 % STAGGER + 1) / STAGGER) / 16 * 16).max(16);
-        let mut r = x_.r0;
-        while r < x_.r0 + n1 {
-            let tr = (if r == x_.r0 { first } else { ROWS }).min(x_.r0 + n1 - r);
-            tiles.push((r, tr));
-            r += tr;
-        }
         // phase-2 tiles: K chunk q, rows r.., tr rows
         let mut t2 = vec![];
         for q in 0..nq {
@@ -260,16 +328,16 @@ fn ff(k: &mut Ctx) {
                 r += tr;
             }
         }
-        let t1 = tiles.len();
-        p1s.push(P1 { tiles, bufs, sd, acc1, loads: vec![], passes: vec![], vst: vec![], tx: vec![], vt: None });
-        p2s.push(P2 { bufs: bufs2, dsc_all: dsc, hall, trf, t1, last_p1: None, lastv: None, scal, sc_tok: vec![], early: vec![], t2, loads: vec![], passes: vec![], vts: vec![], last_of_chunk: vec![] });
+        let nfree = free1.len();
+        p1s.push(P1 { tiles, off, bufs, sd, acc1, loads: vec![], passes: vec![], vst: vec![], tx: vec![], vt: None });
+        p2s.push(P2 { bufs: bufs2, dsc_all: dsc, hall, trf, t1, last_p1: None, lastv: None, scal, sc_tok: vec![], early: vec![], t2, loads: vec![], passes: vec![], vts: vec![], last_of_chunk: vec![], free1, free_tok: (0..nfree).map(|_| None).collect(), last_buf: 0 });
     }
 
     // ---- phase 1 ----
     let load1 = |k: &mut Ctx, x_: &Sl, p: &P1, t: usize, dep: Option<&Token>| -> Vec<Token> {
         let (r, tr) = p.tiles[t];
         let e = eng_of(x_, t, 2 * tr * (rb + sb));
-        let buf = p.bufs[t % BUFFERS];
+        let buf = p.bufs[(t + p.off) % BUFFERS];
         let wbytes = tr * rb;
         let sbytes = tr * sb;
         let pw = pk(wbytes, PACKET);
@@ -333,6 +401,14 @@ fn ff(k: &mut Ctx) {
             vt = Some(k.vtrf(va, q2.trf.sub(q * xc, xc)));
         }
         p.vt = vt;
+        if ARENA == 1 {
+            // the residual rows of this slice → o (bf16), read back by the epilogue
+            let vr = x_.stage.sub(0, x_.n2);
+            let _ = k.after(&txr).vload(x_.xd.at(x_.q0 * 2), Dt::Bf16, vr);
+            let st = k.vstore(vr, x_.o.at(0), Dt::Bf16);
+            let n = q2.free_tok.len();
+            q2.free_tok[n - 1] = Some(st);
+        }
         for m in 0..3u32 {
             // one token per scale, or one for all three (FUSE)
             let t = &q2.sc_tok[(m as usize).min(q2.sc_tok.len() - 1)];
@@ -345,8 +421,8 @@ fn ff(k: &mut Ctx) {
             p.loads.push(l);
         }
         let (r, tr) = p.tiles[t];
-        let b = t % BUFFERS;
-        let acc = p.acc1.sub(b as u32 * 2 * ROWS, 2 * tr);
+        let b = (t + p.off) % BUFFERS;
+        let acc = p.acc1.sub(b as u32 * 2 * rmax, 2 * tr);
         let mut deps: Vec<&Token> = p.loads[t].iter().collect();
         deps.push(p.vt.as_ref().unwrap());
         if t >= BUFFERS {
@@ -367,13 +443,26 @@ fn ff(k: &mut Ctx) {
         let _ = k.after(&sd_).vmuls(gv, q2.scal.sub(0, 1), gv);
         let _ = k.after(&sd_).vmuls(uv, q2.scal.sub(1, 1), uv);
         let _ = k.after(&sd_).vgeglu(gv, uv, gv);
-        let v = k.after(&sd_).vstore(gv, q2.hall.at(r * 2), Dt::Bf16);
+        let hd = if ARENA == 1 { x_.hown.at((r - x_.r0) * 2) } else { q2.hall.at(r * 2) };
+        let v = k.after(&sd_).vstore(gv, hd, Dt::Bf16);
         p.vst.push(v);
         p.passes.push(pt);
     };
     // the last phase-1 pass and h store of a slice are kept for phase 2; the rest is ordered before them
     let end1 = |p: &mut P1, q2: &mut P2| {
-        q2.last_p1 = p.passes.pop();
+        // the last pass that read each ring buffer frees it for phase 2
+        let nt = p.passes.len();
+        let mut ps: Vec<Option<Token>> = std::mem::take(&mut p.passes).into_iter().map(Some).collect();
+        for t in 0..nt - 1 {
+            let tok = ps[t].take().unwrap();
+            if t + BUFFERS >= nt {
+                q2.free_tok[(t + p.off) % BUFFERS] = Some(tok);
+            } else {
+                drop_token(tok);
+            }
+        }
+        q2.last_p1 = ps[nt - 1].take();
+        q2.last_buf = (nt - 1 + p.off) % BUFFERS;
         q2.lastv = p.vst.pop();
         for l in std::mem::take(&mut p.loads) {
             for t in l {
@@ -426,35 +515,76 @@ fn ff(k: &mut Ctx) {
     }
 
     // ---- phase 2: the first DBUFFERS tiles of every slice, then h write + gather ----
-    let load2 = |k: &mut Ctx, x_: &Sl, p: &P2, t: usize, dep: Option<&Token>| -> Token {
+    // the tokens of the phase-1 commands that last use the arena bytes [lo, hi)
+    // (ARENA 0: the last phase-1 pass, which comes after all of them)
+    fn rdeps(p: &P2, lo: u32, hi: u32) -> Vec<&Token> {
+        let mut d = vec![];
+        if ARENA == 0 {
+            d.extend(p.last_p1.as_ref());
+            return d;
+        }
+        for (j, &(a, b)) in p.free1.iter().enumerate() {
+            if a < hi && lo < b {
+                d.extend(if j == p.last_buf { p.last_p1.as_ref() } else { p.free_tok[j].as_ref() });
+            }
+        }
+        d
+    }
+    let load2 = |k: &mut Ctx, x_: &Sl, p: &P2, t: usize, dep: &[&Token]| -> Token {
         let (q, r, tr) = p.t2[t];
-        let e = eng_of(x_, p.t1 + t, tr * kc / 2);
+        let e = eng_of(x_, p.t1 + t, tr * kq(q) / 2);
         let buf = p.bufs[t % DBUFFERS];
-        let cb = kc / 2;
+        let cb = kq(q) / 2;
         let pp = pk(cb, PACKET);
-        let src = wd.at(((x_.q0 + r) * (f / 2) + q * cb) as u64);
+        let src = wd.at(((x_.q0 + r) * (f / 2) + q * kc / 2) as u64);
         let seq = [lp(tr, (f / 2) as i64, cb as i64), lp(cb / pp, pp as i64, pp as i64)];
-        match dep {
-            Some(d) => k.after(&[d]).dma(e, src, buf.at(0), pp, &seq),
-            None => k.dma(e, src, buf.at(0), pp, &seq),
+        if dep.is_empty() {
+            k.dma(e, src, buf.at(0), pp, &seq)
+        } else {
+            k.after(dep).dma(e, src, buf.at(0), pp, &seq)
         }
     };
-    // the arena was last read by phase-1 passes; the last one covers all of them
+    // the arena was last used by phase 1: order each first write after its users
     let scales2 = |k: &mut Ctx, x_: &Sl, p: &mut P2| {
-        let lp1 = p.last_p1.take().unwrap();
-        let t = copy_after(k, &[&lp1], pick(x_.cc, x_.n2 * db, x_.e), wdb.at((x_.q0 * db) as u64), p.dsc_all.at(0), x_.n2 * db);
+        let d = p.dsc_all;
+        let t = copy_after(k, &rdeps(p, d.addr, d.addr + d.bytes), pick(x_.cc, x_.n2 * db, x_.e), wdb.at((x_.q0 * db) as u64), d.at(0), x_.n2 * db);
         p.early.push(t);
-        p.last_p1 = Some(lp1);
     };
     let first_load2 = |k: &mut Ctx, x_: &Sl, p: &mut P2, t: usize| {
         if t < p.t2.len() {
-            let lp1 = p.last_p1.take().unwrap();
-            let l = load2(k, x_, p, t, Some(&lp1));
+            let b = p.bufs[t % DBUFFERS];
+            let l = load2(k, x_, p, t, &rdeps(p, b.addr, b.addr + b.bytes));
             p.loads.push(l);
-            p.last_p1 = Some(lp1);
         }
     };
-    if ORDER == 0 {
+    // h: every slice writes its rows to HBM scratch, then reads the whole h back
+    let hblock = |k: &mut Ctx, p2s: &mut Vec<P2>| -> Vec<Token> {
+        let mut hw_tok: Vec<Token> = vec![];
+        for (i, x_) in sls.iter().enumerate() {
+            let lv = p2s[i].lastv.take().unwrap();
+            let src = if ARENA == 1 { x_.hown.at(0) } else { p2s[i].hall.at(x_.r0 * 2) };
+            hw_tok.push(k.after(&[&lv]).copy(pick(x_.cc, x_.n1 * 2, x_.e), src, hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
+            drop_token(lv);
+        }
+        let hwr: Vec<&Token> = hw_tok.iter().collect();
+        let mut hg = vec![];
+        for (i, x_) in sls.iter().enumerate() {
+            let ha = p2s[i].hall;
+            let mut d = hwr.clone();
+            if ARENA == 1 {
+                d.extend(rdeps(&p2s[i], ha.addr, ha.addr + ha.bytes));
+            }
+            hg.push(k.after(&d).copy(pick(x_.cc, f * 2, x_.e), hs.at(0), ha.at(0), f * 2, pk(f * 2, PACKET)));
+        }
+        drop(hwr);
+        for t in hw_tok {
+            drop_token(t);
+        }
+        hg
+    };
+    // HFIRST 1: the scales, then h write + gather, then the first down tiles (an
+    // engine runs its commands in issue order); 0: scales and tiles, then h
+    let hg = if ORDER == 0 && HFIRST == 0 {
         for (i, x_) in sls.iter().enumerate() {
             let p = &mut p2s[i];
             scales2(k, x_, p);
@@ -462,30 +592,19 @@ fn ff(k: &mut Ctx) {
                 first_load2(k, x_, p, t);
             }
         }
+        hblock(k, &mut p2s)
     } else {
         for (i, x_) in sls.iter().enumerate() {
             scales2(k, x_, &mut p2s[i]);
         }
+        let hg = if HFIRST == 1 { Some(hblock(k, &mut p2s)) } else { None };
         for t in 0..DBUFFERS {
             for (i, x_) in sls.iter().enumerate() {
                 first_load2(k, x_, &mut p2s[i], t);
             }
         }
-    }
-    for (i, x_) in sls.iter().enumerate() {
-        let lv = p2s[i].lastv.take().unwrap();
-        hw_tok.push(k.after(&[&lv]).copy(pick(x_.cc, x_.n1 * 2, x_.e), p2s[i].hall.at(x_.r0 * 2), hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
-        drop_token(lv);
-    }
-    let hwr: Vec<&Token> = hw_tok.iter().collect();
-    let mut hg = vec![];
-    for (i, x_) in sls.iter().enumerate() {
-        hg.push(k.after(&hwr).copy(pick(x_.cc, f * 2, x_.e), hs.at(0), p2s[i].hall.at(0), f * 2, pk(f * 2, PACKET)));
-    }
-    drop(hwr);
-    for t in hw_tok {
-        drop_token(t);
-    }
+        hg.unwrap_or_else(|| hblock(k, &mut p2s))
+    };
     // ---- phase 2 passes ----
     let step2 = |k: &mut Ctx, x_: &Sl, p: &mut P2, hgi: &Token, t: usize| {
         let (q, r, tr) = p.t2[t];
@@ -498,14 +617,14 @@ fn ff(k: &mut Ctx) {
             }
             let half = (q % 2) * kc;
             let mut vtk = None;
-            for c in 0..kc / hc {
+            for c in 0..kq(q) / hc {
                 let _ = k.after(&deps).vload(p.hall.at((q * kc + c * hc) * 2), Dt::Bf16, stage);
                 vtk = Some(k.after(&deps).vtrf(stage, p.trf.sub(half + c * hc, hc)));
             }
             p.vts.push(vtk.unwrap());
         }
         if t >= DBUFFERS {
-            let l = load2(k, x_, p, t, Some(&p.passes[t - DBUFFERS]));
+            let l = load2(k, x_, p, t, &[&p.passes[t - DBUFFERS]]);
             p.loads.push(l);
         }
         let buf = p.bufs[t % DBUFFERS];
@@ -513,9 +632,9 @@ fn ff(k: &mut Ctx) {
         deps.extend(p.early.iter());
         let pt = k.after(&deps).pass(&Pass {
             slice: x_.sl,
-            w: Tile { addr: buf.addr, rows: tr, cols: kc, pitch: kc / 2, dt: Dt::Fp4E2m1 },
-            scales: Some(Tile { addr: p.dsc_all.addr + r * db + q * kc / 16, rows: tr, cols: kc / 16, pitch: db, dt: Dt::Fp8E4m3 }),
-            x: p.trf.sub((q % 2) * kc, kc),
+            w: Tile { addr: buf.addr, rows: tr, cols: kq(q), pitch: kq(q) / 2, dt: Dt::Fp4E2m1 },
+            scales: Some(Tile { addr: p.dsc_all.addr + r * db + q * kc / 16, rows: tr, cols: kq(q) / 16, pitch: db, dt: Dt::Fp8E4m3 }),
+            x: p.trf.sub((q % 2) * kc, kq(q)),
             acc: x_.acc2.sub(r, tr),
             accumulate: q > 0,
         });
@@ -539,6 +658,9 @@ fn ff(k: &mut Ctx) {
             drop_token(t);
         }
         if let Some(t) = p.last_p1.take() {
+            drop_token(t);
+        }
+        for t in std::mem::take(&mut p.free_tok).into_iter().flatten() {
             drop_token(t);
         }
     };
@@ -613,7 +735,8 @@ fn ff(k: &mut Ctx) {
         let _ = k.after(&deps).vrms(x_.acc2, tot, h, 1e-6, x_.acc2);
         let _ = k.after(&deps).vload(x_.pw.at(x_.pwo), Dt::Bf16, va);
         let _ = k.after(&deps).vmul(x_.acc2, va, x_.acc2);
-        let _ = k.after(&deps).vload(x_.xd.at(x_.q0 * 2), Dt::Bf16, vb);
+        let res = if ARENA == 1 { x_.o.at(0) } else { x_.xd.at(x_.q0 * 2) };
+        let _ = k.after(&deps).vload(res, Dt::Bf16, vb);
         let _ = k.after(&deps).vadd(x_.acc2, vb, x_.acc2);
         let st = k.after(&deps).vstore(x_.acc2, x_.o.at(0), Dt::Bf16);
         outs.push(k.after(&[&st]).copy(pick(x_.cc, n * 2, x_.e), x_.o.at(0), out.at(x_.q0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
@@ -626,6 +749,10 @@ fn ff(k: &mut Ctx) {
         }
     }
     k.wait_all(outs);
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn sls_index(sl: usize, spc: usize, clusters: usize) -> usize {
