@@ -50,6 +50,7 @@ const FUSE: u32 = ${FUSE};
 const ROWSB: u32 = ${ROWSB};
 const ARENA: u32 = ${ARENA};
 const HFIRST: u32 = ${HFIRST};
+const GATHER: u32 = ${GATHER};
 
 const EPS_SQRT: f32 = 1e-30;
 
@@ -304,7 +305,7 @@ fn ff(k: &mut Ctx) {
         let (wa, wb) = (x_.q0 * 2 / 256 * 256, (((x_.q0 + n2) * 2 + 255) / 256 * 256).min(h * 2));
         x_.pw = k.dm_alloc(sl, wb - wa);
         x_.pwo = x_.q0 * 2 - wa;
-        x_.g = k.dm_alloc(sl, 256 + ns as u32 * 4);
+        x_.g = k.dm_alloc(sl, 256 + ns as u32 * if GATHER == 0 { 256 } else { 4 });
         x_.o = k.dm_alloc(sl, n2 * 2);
         if ARENA == 1 {
             x_.hown = k.dm_alloc(sl, n1 * 2);
@@ -545,11 +546,16 @@ fn ff(k: &mut Ctx) {
         }
     };
     // the arena was last used by phase 1: order each first write after its users
-    let scales2 = |k: &mut Ctx, x_: &Sl, p: &mut P2| {
-        let d = p.dsc_all;
-        let t = copy_after(k, &rdeps(p, d.addr, d.addr + d.bytes), pick(x_.cc, x_.n2 * db, x_.e), wdb.at((x_.q0 * db) as u64), d.at(0), x_.n2 * db);
+    // (HFIRST 2: one command per DROWS-row block, so that the first pass waits
+    // only for its own rows' scales)
+    let split = HFIRST == 2 && (DROWS * db) % 256 == 0;
+    let scales2 = |k: &mut Ctx, x_: &Sl, p: &mut P2, piece: usize| {
+        let (r, n) = if split { (piece as u32 * DROWS, DROWS.min(x_.n2 - piece as u32 * DROWS)) } else { (0, x_.n2) };
+        let lo = p.dsc_all.addr + r * db;
+        let t = copy_after(k, &rdeps(p, lo, lo + n * db), pick(x_.cc, n * db, x_.e), wdb.at(((x_.q0 + r) * db) as u64), p.dsc_all.at(r * db), n * db);
         p.early.push(t);
     };
+    let pieces = |x_: &Sl| -> usize { if split { ((x_.n2 + DROWS - 1) / DROWS) as usize } else { 1 } };
     let first_load2 = |k: &mut Ctx, x_: &Sl, p: &mut P2, t: usize| {
         if t < p.t2.len() {
             let b = p.bufs[t % DBUFFERS];
@@ -587,15 +593,35 @@ fn ff(k: &mut Ctx) {
     let hg = if ORDER == 0 && HFIRST == 0 {
         for (i, x_) in sls.iter().enumerate() {
             let p = &mut p2s[i];
-            scales2(k, x_, p);
+            scales2(k, x_, p, 0);
             for t in 0..DBUFFERS {
                 first_load2(k, x_, p, t);
             }
         }
         hblock(k, &mut p2s)
+    } else if HFIRST == 2 {
+        // the first pass's scales, h, the first tiles, the other scales, the other tiles
+        for (i, x_) in sls.iter().enumerate() {
+            scales2(k, x_, &mut p2s[i], 0);
+        }
+        let hg = hblock(k, &mut p2s);
+        for (i, x_) in sls.iter().enumerate() {
+            first_load2(k, x_, &mut p2s[i], 0);
+        }
+        for (i, x_) in sls.iter().enumerate() {
+            for c in 1..pieces(x_) {
+                scales2(k, x_, &mut p2s[i], c);
+            }
+        }
+        for t in 1..DBUFFERS {
+            for (i, x_) in sls.iter().enumerate() {
+                first_load2(k, x_, &mut p2s[i], t);
+            }
+        }
+        hg
     } else {
         for (i, x_) in sls.iter().enumerate() {
-            scales2(k, x_, &mut p2s[i]);
+            scales2(k, x_, &mut p2s[i], 0);
         }
         let hg = if HFIRST == 1 { Some(hblock(k, &mut p2s)) } else { None };
         for t in 0..DBUFFERS {
@@ -629,7 +655,11 @@ fn ff(k: &mut Ctx) {
         }
         let buf = p.bufs[t % DBUFFERS];
         let mut deps: Vec<&Token> = vec![&p.loads[t], &p.vts[q as usize]];
-        deps.extend(p.early.iter());
+        if split {
+            deps.push(&p.early[(r / DROWS) as usize]);
+        } else {
+            deps.extend(p.early.iter());
+        }
         let pt = k.after(&deps).pass(&Pass {
             slice: x_.sl,
             w: Tile { addr: buf.addr, rows: tr, cols: kq(q), pitch: kq(q) / 2, dt: Dt::Fp4E2m1 },
@@ -651,7 +681,13 @@ fn ff(k: &mut Ctx) {
         let _ = k.after(&dd).vmuls(x_.acc2, p.scal.sub(2, 1), x_.acc2);
         let _ = k.after(&dd).vsumsq(x_.acc2, x_.ssp.sub(0, 1), false);
         let _ = k.vrms(x_.ssp.sub(0, 1), x_.ssp.sub(0, 1), 1, EPS_SQRT, x_.ssp.sub(0, 1));
-        x_.last = Some(k.vstore(x_.ssp.sub(0, 1), x_.g.at(0), Dt::F32));
+        x_.last = Some(if GATHER == 0 {
+            // a 256-byte slot: the partial, then zeros
+            let _ = k.vfill(x_.ssp.sub(1, 63), 0.0);
+            k.vstore(x_.ssp.sub(0, 64), x_.g.at(0), Dt::F32)
+        } else {
+            k.vstore(x_.ssp.sub(0, 1), x_.g.at(0), Dt::F32)
+        });
         x_.ep.push(lastp);
         let rest = std::mem::take(&mut p.loads).into_iter().chain(std::mem::take(&mut p.passes).into_iter()).chain(std::mem::take(&mut p.vts).into_iter());
         for t in rest.chain(std::mem::take(&mut p.early).into_iter()).chain(std::mem::take(&mut p.sc_tok).into_iter()) {
@@ -694,34 +730,56 @@ fn ff(k: &mut Ctx) {
         let t = copy_after(k, &[], pick(x_.cc, wb - wa, x_.e), post.at(wa as u64), x_.pw.at(0), wb - wa);
         x_.ep.push(t);
     }
-    // exchange: sqrt partials to the first slice, total broadcast by a doubling tree
+    // exchange the sqrt partials. GATHER 1: to the first slice over the switch
+    // network, the total broadcast back by a doubling tree (every slice ends with
+    // the total at g[64]); 0: through HBM, every slice writes its partial into a
+    // 256-byte slot and reads all of them back (short DMA commands whose startups
+    // are prepared early), then adds them itself
     let m = sls.len();
-    let root = sls[0].g;
-    let mut sw = vec![];
-    for (i, x_) in sls.iter_mut().enumerate() {
-        let st = x_.last.take().unwrap();
-        sw.push(k.after(&[&st]).switch_copy(x_.g.at(0), root.at(256 + i as u32 * 4), 4));
-        drop_token(st);
-    }
-    let refs: Vec<&Token> = sw.iter().collect();
-    let x0 = &sls[0];
-    let all = x0.ssp.sub(8, m as u32);
-    let _ = k.after(&refs).vload(root.at(256), Dt::F32, all);
-    let _ = k.after(&refs).vsumsq(all, x0.ssp.sub(2, 1), false);
-    let t0 = k.after(&refs).vstore(x0.ssp.sub(2, 1), root.at(64), Dt::F32);
-    drop(refs);
-    for t in sw {
-        drop_token(t);
-    }
     let mut have: Vec<Option<Token>> = (0..m).map(|_| None).collect();
-    have[0] = Some(t0);
-    let mut cnt = 1;
-    while cnt < m {
-        for i in 0..cnt.min(m - cnt) {
-            let t = k.after(&[have[i].as_ref().unwrap()]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
-            have[i + cnt] = Some(t);
+    if GATHER == 0 {
+        let scratch = k.hbm_alloc(m as u64 * 256);
+        let mut wr = vec![];
+        for (i, x_) in sls.iter_mut().enumerate() {
+            let st = x_.last.take().unwrap();
+            wr.push(k.after(&[&st]).copy(pick(x_.cc, 256, x_.e), x_.g.at(0), scratch.at(i as u64 * 256), 256, 256));
+            drop_token(st);
         }
-        cnt *= 2;
+        let refs: Vec<&Token> = wr.iter().collect();
+        for (i, x_) in sls.iter().enumerate() {
+            have[i] = Some(k.after(&refs).copy(pick(x_.cc, m as u32 * 256, x_.e), scratch.at(0), x_.g.at(256), m as u32 * 256, pk(m as u32 * 256, PACKET)));
+        }
+        drop(refs);
+        for t in wr {
+            drop_token(t);
+        }
+    } else {
+        let root = sls[0].g;
+        let mut sw = vec![];
+        for (i, x_) in sls.iter_mut().enumerate() {
+            let st = x_.last.take().unwrap();
+            sw.push(k.after(&[&st]).switch_copy(x_.g.at(0), root.at(256 + i as u32 * 4), 4));
+            drop_token(st);
+        }
+        let refs: Vec<&Token> = sw.iter().collect();
+        let x0 = &sls[0];
+        let all = x0.ssp.sub(8, m as u32);
+        let _ = k.after(&refs).vload(root.at(256), Dt::F32, all);
+        let _ = k.after(&refs).vsumsq(all, x0.ssp.sub(2, 1), false);
+        let t0 = k.after(&refs).vstore(x0.ssp.sub(2, 1), root.at(64), Dt::F32);
+        drop(refs);
+        for t in sw {
+            drop_token(t);
+        }
+        have[0] = Some(t0);
+        let mut cnt = 1;
+        while cnt < m {
+            for i in 0..cnt.min(m - cnt) {
+                let t = k.after(&[have[i].as_ref().unwrap()]).switch_copy(sls[i].g.at(64), sls[i + cnt].g.at(64), 4);
+                have[i + cnt] = Some(t);
+            }
+            cnt *= 2;
+        }
     }
     let mut outs = vec![];
     for (i, x_) in sls.iter().enumerate() {
@@ -731,7 +789,19 @@ fn ff(k: &mut Ctx) {
         let n = x_.n2;
         let tot = x_.ssp.sub(2, 1);
         let (va, vb) = (x_.stage.sub(0, n), x_.stage.sub(n, n));
-        let _ = k.after(&deps).vload(x_.g.at(64), Dt::F32, tot);
+        if GATHER == 0 {
+            // the slots (partial and zeros), in chunks that fit the staging VRF
+            let c = x_.stage.len / 64 * 64;
+            let mut o = 0;
+            while o < 64 * m as u32 {
+                let l = c.min(64 * m as u32 - o);
+                let _ = k.after(&deps).vload(x_.g.at(256 + o * 4), Dt::F32, x_.stage.sub(0, l));
+                let _ = k.after(&deps).vsumsq(x_.stage.sub(0, l), tot, o > 0);
+                o += l;
+            }
+        } else {
+            let _ = k.after(&deps).vload(x_.g.at(64), Dt::F32, tot);
+        }
         let _ = k.after(&deps).vrms(x_.acc2, tot, h, 1e-6, x_.acc2);
         let _ = k.after(&deps).vload(x_.pw.at(x_.pwo), Dt::Bf16, va);
         let _ = k.after(&deps).vmul(x_.acc2, va, x_.acc2);
