@@ -205,6 +205,26 @@ fn ao(k: &mut Ctx) {
         l[c][b] += bytes as u64 + LPT as u64;
         engine(c, b)
     };
+    // epilogue DMA commands: an engine prepares only the command after the one
+    // it is running, so a third command queued behind two epilogue commands
+    // pays its startup on the critical path; spread them, fewest first
+    let tcount = std::cell::RefCell::new(vec![vec![0u32; ne]; hw.clusters]);
+    let pick_tail = |c: usize, bytes: u32, dflt: Engine| -> Engine {
+        if LPT == 0 {
+            return dflt;
+        }
+        let mut l = eload.borrow_mut();
+        let mut n = tcount.borrow_mut();
+        let mut b = 0;
+        for e in 1..ne {
+            if (n[c][e], l[c][e]) < (n[c][b], l[c][b]) {
+                b = e;
+            }
+        }
+        n[c][b] += 1;
+        l[c][b] += bytes as u64 + LPT as u64;
+        engine(c, b)
+    };
 
     // per slice: operand, weight ring, passes, per-tile vector work; no host waits
     let load = |k: &mut Ctx, x: &Sl, t: usize, dep: Option<&Token>| -> Vec<Token> {
@@ -437,14 +457,14 @@ fn ao(k: &mut Ctx) {
         let mut wr = vec![];
         for (i, x) in sls.iter_mut().enumerate() {
             let st = x.last.take().unwrap();
-            let e = pick(x.cc, 256, *x.engs.last().unwrap());
+            let e = pick_tail(x.cc, 256, *x.engs.last().unwrap());
             wr.push(k.after(&[&st]).copy(e, x.g.at(0), scratch.at(i as u64 * 256), 256, 256));
             ready[i].push(st);
         }
         let refs: Vec<&Token> = wr.iter().collect();
         let mut rd = vec![];
         for x in sls.iter() {
-            let e = pick(x.cc, m as u32 * 4, *x.engs.last().unwrap());
+            let e = pick_tail(x.cc, m as u32 * 4, *x.engs.last().unwrap());
             rd.push(k.after(&refs).dma(e, scratch.at(0), x.g.at(256), 4, &[lp(m as u32, 256, 4)]));
         }
         for (i, t) in rd.into_iter().enumerate() {
@@ -475,11 +495,11 @@ fn ao(k: &mut Ctx) {
             // the root writes the total to HBM, every other slice reads it back
             // (two short DMA commands whose startups are prepared early)
             let x0 = &sls[0];
-            let e = pick(x0.cc, 256, *x0.engs.last().unwrap());
+            let e = pick_tail(x0.cc, 256, *x0.engs.last().unwrap());
             let w = k.after(&[&t0]).copy(e, root.at(0), scratch.at(0), 256, 256);
             for i in 1..m {
                 let x = &sls[i];
-                let e = pick(x.cc, 256, *x.engs.last().unwrap());
+                let e = pick_tail(x.cc, 256, *x.engs.last().unwrap());
                 have[i] = Some(k.after(&[&w]).copy(e, scratch.at(0), x.g.at(256), 256, 256));
             }
             have[0] = Some(t0);
@@ -552,7 +572,7 @@ fn ao(k: &mut Ctx) {
         let _ = k.after(&deps).vrms(x.acc, tot, h, 1e-6, x.acc);
         let _ = k.after(&deps).vadd(x.acc, x.res, x.acc);
         let st = k.after(&deps).vstore(x.acc, x.o.at(0), Dt::Bf16);
-        let e = pick(x.cc, n * 2, x.engs[0]);
+        let e = pick_tail(x.cc, n * 2, x.engs[0]);
         outs.push(k.after(&[&st]).copy(e, x.o.at(0), out.at(x.r0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
         drop_token(st);
     }
