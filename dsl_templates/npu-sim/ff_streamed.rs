@@ -125,7 +125,6 @@ fn ff(k: &mut Ctx) {
     let rmax = ROWS.max(ROWSB);
     let tile1 = |b: usize| -> u32 { 2 * rcap(b) * (rb + sb) };
     let tile2 = DROWS * kc / 2;
-    let xc = div_of(h, 512, 64); // prologue chunk
     let hc = div_of(gcd(kc, kq(nq - 1)), 768, 64); // h chunk staging
 
     struct Sl {
@@ -153,6 +152,14 @@ fn ff(k: &mut Ctx) {
     let g1 = f / 16; // phase-1 granules of 16 rows (scale rows 256-byte aligned)
     let gr2 = if h % GRAIN == 0 && h / GRAIN >= ns as u32 { GRAIN } else { 8 };
     let g2 = h / gr2;
+    // prologue chunk: each vector command has a fixed cost, and the prologue is on the path to the
+    // first pass, so take chunks as long as the VRF left beside acc2, acc1 and the scalars allows
+    // (two chunks are staged at once; at most 1024 elements, at least 64)
+    let xc = {
+        let used = (g2 + ns as u32 - 1) / ns as u32 * gr2 + BUFFERS as u32 * 2 * rmax + 72;
+        let room = (hw.vrf_bytes / 4).saturating_sub(used) / 2;
+        div_of(h, room.clamp(64, 1024), 64)
+    };
     for i in 0..ns {
         let c = i % hw.clusters;
         let j = i / hw.clusters;
