@@ -313,7 +313,7 @@ fn ff(k: &mut Ctx) {
         x_.pw = k.dm_alloc(sl, wb - wa);
         x_.pwo = x_.q0 * 2 - wa;
         x_.g = k.dm_alloc(sl, 256 + ns as u32 * if GATHER == 0 { 256 } else { 4 });
-        x_.o = k.dm_alloc(sl, n2 * 2);
+        x_.o = k.dm_alloc(sl, n2 * 2 + hw.hbm_align); // + the next slice's head (aligned writes)
         if ARENA == 1 {
             x_.hown = k.dm_alloc(sl, n1 * 2);
         }
@@ -788,7 +788,15 @@ fn ff(k: &mut Ctx) {
             cnt *= 2;
         }
     }
-    let mut outs = vec![];
+    // aligned output writes: HBM writes that do not start and end on 256 bytes are penalised, and
+    // a slice's rows rarely do. Slice i writes the 256-byte blocks that start inside its rows, up
+    // to where slice i + 1's first block starts; the bytes of slice i + 1 before that (its head)
+    // come over the switch into the room behind slice i's rows. Only when every slice has a
+    // block start inside its rows; else every slice writes its own rows.
+    let al = hw.hbm_align.max(1);
+    let wa: Vec<u32> = sls.iter().map(|x_| (x_.q0 * 2 + al - 1) / al * al).collect();
+    let xchg = sls.iter().enumerate().all(|(i, x_)| wa[i] < (x_.q0 + x_.n2) * 2) && wa[0] == 0;
+    let mut sts: Vec<Token> = vec![];
     for (i, x_) in sls.iter().enumerate() {
         let hv = have[i].take().unwrap();
         let mut deps: Vec<&Token> = vec![&hv];
@@ -816,9 +824,33 @@ fn ff(k: &mut Ctx) {
         let _ = k.after(&deps).vload(res, Dt::Bf16, vb);
         let _ = k.after(&deps).vadd(x_.acc2, vb, x_.acc2);
         let st = k.after(&deps).vstore(x_.acc2, x_.o.at(0), Dt::Bf16);
-        outs.push(k.after(&[&st]).copy(pick(x_.cc, n * 2, x_.e), x_.o.at(0), out.at(x_.q0 as u64 * 2), n * 2, pk(n * 2, PACKET)));
-        drop_token(st);
+        sts.push(st);
         drop_token(hv);
+    }
+    let mut outs = vec![];
+    for (i, x_) in sls.iter().enumerate() {
+        let (a, b) = (x_.q0 * 2, (x_.q0 + x_.n2) * 2);
+        if !xchg {
+            outs.push(k.after(&[&sts[i]]).copy(pick(x_.cc, b - a, x_.e), x_.o.at(0), out.at(a as u64), b - a, pk(b - a, PACKET)));
+            continue;
+        }
+        let wb = if i + 1 < sls.len() { wa[i + 1] } else { b };
+        let mut deps: Vec<&Token> = vec![&sts[i]];
+        let frag;
+        if wb > b {
+            let y = &sls[i + 1];
+            frag = Some(k.after(&[&sts[i + 1]]).switch_copy(y.o.at(0), x_.o.at(b - a), wb - b));
+            deps.push(frag.as_ref().unwrap());
+        } else {
+            frag = None;
+        }
+        outs.push(k.after(&deps).copy(pick(x_.cc, wb - wa[i], x_.e), x_.o.at(wa[i] - a), out.at(wa[i] as u64), wb - wa[i], pk(wb - wa[i], PACKET)));
+        if let Some(t) = frag {
+            drop_token(t);
+        }
+    }
+    for t in sts {
+        drop_token(t);
     }
     for x_ in sls.iter_mut() {
         for t in std::mem::take(&mut x_.ep) {
