@@ -46,7 +46,7 @@ void rank(std::vector<ScoredAssignment>& scored, std::uint64_t seed) {
     std::mt19937_64 random(seed);
     std::shuffle(scored.begin(), scored.end(), random);
     auto key = [](const ScoredAssignment& item) {
-        return item.predicted ? std::floor(std::log(*item.predicted) / 0.005) : 1e18;
+        return item.predicted ? std::floor((std::log(*item.predicted) - item.explore) / 0.005) : 1e18;
     };
     std::stable_sort(scored.begin(), scored.end(),
                      [&](const ScoredAssignment& lhs, const ScoredAssignment& rhs) { return key(lhs) < key(rhs); });
@@ -219,6 +219,9 @@ private:
     int m_samples_per_family;
 };
 
+/// The tuner's optimism for a parameter value never measured, in log cycles (about 3%).
+constexpr double k_explore = 0.03;
+
 class Tuner final : public Role {
 public:
     std::string name() const override { return "tuner"; }
@@ -228,8 +231,29 @@ public:
         const Template* tmpl = find_template(context, context.champion->template_name);
         if (!tmpl) return {};
         std::vector<ScoredAssignment> scored;
+        // Optimism for the unknown: a parameter value that no measured design of the family had has
+        // no learnt effect, so a move whose quantities do not change (an engine placement, an
+        // exchange scheme) is predicted no faster than the champion and would never be tried. A
+        // one-parameter move to such a value ranks as if k_explore faster, ahead of moves the model
+        // expects to gain less.
+        std::map<std::string, double> effects;
+        if (context.cost_model) effects = context.cost_model->param_effects(tmpl->family());
         for (auto& [assignment, move] : neighbour_assignments(*tmpl, context.champion->params)) {
-            if (auto item = score_assignment(context, *tmpl, assignment, move)) scored.push_back(std::move(*item));
+            auto item = score_assignment(context, *tmpl, assignment, move);
+            if (!item) continue;
+            if (!effects.empty()) {
+                int changed = 0;
+                bool unseen = false;
+                for (const auto& [name, value] : assignment) {
+                    auto was = context.champion->params.find(name);
+                    if (was != context.champion->params.end() && was->second == value) continue;
+                    ++changed;
+                    if (!effects.count(fmt::format("{}={:g}", name, value))) unseen = true;
+                }
+                // one parameter at a time: a pair would confound the new value's effect with another
+                if (changed == 1 && unseen) item->explore = k_explore;
+            }
+            scored.push_back(std::move(*item));
         }
         rank(scored, context.seed);
         std::optional<double> champion_predicted;
@@ -238,8 +262,9 @@ public:
                                                              &context.champion->params);
         }
         return to_proposals(context, scored, name(), [&](const ScoredAssignment& item) {
-            return fmt::format("neighbour of the champion ranked by the cost model: predicted {} vs {} cycles",
-                               cycles_text(item.predicted), cycles_text(champion_predicted));
+            return fmt::format("neighbour of the champion ranked by the cost model: predicted {} vs {} cycles{}",
+                               cycles_text(item.predicted), cycles_text(champion_predicted),
+                               item.explore > 0.0 ? "; moves to a value never measured" : "");
         });
     }
 };

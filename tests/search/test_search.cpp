@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -243,6 +244,60 @@ TEST_CASE("cost model learns the effect of a parameter the quantities cannot see
     // without params, or in another family, nothing of it applies
     CHECK(*model.predict("tiles", quantities) == doctest::Approx(*model.predict("tiles", tmpl->evaluate_quantities(two))));
     CHECK(model.param_effects("stream").empty());
+}
+
+TEST_CASE("the tuner tries a parameter value the family never measured before moves the model expects little from") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto spec = config::load_template_config(dir.path / "toy_tiles.template.yaml");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::CostModel model(synthetic_model());
+    // Measured: BUFFERS=1 only (BUFFERS changes nothing the roofline sees), at several ENGINES.
+    for (double engines : {1.0, 2.0, 4.0, 8.0}) {
+        search::Assignment measured = {{"ENGINES", engines}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}};
+        model.observe("tiles", tmpl->evaluate_quantities(measured), *model.predict_base(tmpl->evaluate_quantities(measured)),
+                      &measured);
+    }
+    REQUIRE_FALSE(model.param_effects("tiles").empty());
+    REQUIRE_FALSE(model.param_effects("tiles").count("BUFFERS=2"));
+    search::Assignment champion = {{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}};
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tmpl};
+    context.cost_model = &model;
+    context.champion = tmpl->instantiate(champion);
+    context.champion_cycles = 1e6;
+    context.max_proposals = 1000;
+    const double champion_predicted = *model.predict("tiles", tmpl->evaluate_quantities(champion), &champion);
+    auto proposals = search::make_tuner()->propose(context);
+    auto found = std::find_if(proposals.begin(), proposals.end(),
+                              [](const search::Proposal& proposal) { return proposal.move == "BUFFERS 1→2"; });
+    REQUIRE(found != proposals.end());
+    CHECK(found->reason.find("never measured") != std::string::npos);
+    // predicted no faster than the champion, yet only moves predicted clearly faster, or other
+    // one-parameter moves to new values, come first
+    CHECK(*found->predicted_cycles == doctest::Approx(champion_predicted).epsilon(0.001));
+    int before = 0;
+    for (auto it = proposals.begin(); it != found; ++it, ++before) {
+        const bool new_value = it->reason.find("never measured") != std::string::npos;
+        if (new_value) CHECK(it->move.find(',') == std::string::npos);
+        if (!new_value || *it->predicted_cycles > champion_predicted) {
+            CHECK(*it->predicted_cycles < *found->predicted_cycles * std::exp(-0.03) * 1.006);
+        }
+    }
+    MESSAGE("BUFFERS 1→2 is proposal " << before + 1 << " of " << proposals.size());
+    CHECK(before < static_cast<int>(proposals.size()) / 2);
+    // two-parameter moves get no such credit: they would confound the new value with another change
+    for (const auto& proposal : proposals) {
+        if (proposal.move.find(',') != std::string::npos) CHECK(proposal.reason.find("never measured") == std::string::npos);
+    }
+    // once measured, the value is no longer new
+    search::Assignment two = champion;
+    two["BUFFERS"] = 2;
+    model.observe("tiles", tmpl->evaluate_quantities(two), champion_predicted, &two);
+    for (const auto& proposal : search::make_tuner()->propose(context)) {
+        if (proposal.move == "BUFFERS 1→2") CHECK(proposal.reason.find("never measured") == std::string::npos);
+    }
 }
 
 TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a family correction") {
