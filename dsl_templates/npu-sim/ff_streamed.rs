@@ -315,7 +315,7 @@ fn ff(k: &mut Ctx) {
         x_.g = k.dm_alloc(sl, 256 + ns as u32 * if GATHER == 0 { 256 } else { 4 });
         x_.o = k.dm_alloc(sl, n2 * 2 + hw.hbm_align); // + the next slice's head (aligned writes)
         if ARENA == 1 {
-            x_.hown = k.dm_alloc(sl, n1 * 2);
+            x_.hown = k.dm_alloc(sl, n1 * 2 + hw.hbm_align); // + the next slice's head (aligned writes)
         }
         let acc2 = k.vrf_alloc(sl, n2);
         let acc1 = k.vrf_alloc(sl, BUFFERS as u32 * 2 * rmax);
@@ -573,11 +573,38 @@ fn ff(k: &mut Ctx) {
     // h: every slice writes its rows to HBM scratch, then reads the whole h back
     let hblock = |k: &mut Ctx, p2s: &mut Vec<P2>| -> Vec<Token> {
         let mut hw_tok: Vec<Token> = vec![];
+        // aligned h writes, as for the output: slice i writes the 256-byte blocks that start in
+        // its rows, up to slice i + 1's first block start, with slice i + 1's head (before that
+        // start) received over the switch behind its own rows (ARENA 0: in place in its full h)
+        let al = hw.hbm_align.max(1);
+        let ha: Vec<u32> = sls.iter().map(|x_| (x_.r0 * 2 + al - 1) / al * al).collect();
+        let hx = sls.iter().enumerate().all(|(i, x_)| ha[i] < (x_.r0 + x_.n1) * 2) && ha[0] == 0;
+        let lvs: Vec<Token> = (0..sls.len()).map(|i| p2s[i].lastv.take().unwrap()).collect();
         for (i, x_) in sls.iter().enumerate() {
-            let lv = p2s[i].lastv.take().unwrap();
-            let src = if ARENA == 1 { x_.hown.at(0) } else { p2s[i].hall.at(x_.r0 * 2) };
-            hw_tok.push(k.after(&[&lv]).copy(pick(x_.cc, x_.n1 * 2, x_.e), src, hs.at(x_.r0 as u64 * 2), x_.n1 * 2, pk(x_.n1 * 2, PACKET)));
-            drop_token(lv);
+            let (a, b) = (x_.r0 * 2, (x_.r0 + x_.n1) * 2);
+            let at = |y: &Sl, p: &P2, off: u32| if ARENA == 1 { y.hown.at(off) } else { p.hall.at(y.r0 * 2 + off) };
+            if !hx {
+                hw_tok.push(k.after(&[&lvs[i]]).copy(pick(x_.cc, b - a, x_.e), at(x_, &p2s[i], 0), hs.at(a as u64), b - a, pk(b - a, PACKET)));
+                continue;
+            }
+            let wb = if i + 1 < sls.len() { ha[i + 1] } else { b };
+            let frag = if wb > b {
+                let y = &sls[i + 1];
+                Some(k.after(&[&lvs[i + 1]]).switch_copy(at(y, &p2s[i + 1], 0), at(x_, &p2s[i], b - a), wb - b))
+            } else {
+                None
+            };
+            let mut d: Vec<&Token> = vec![&lvs[i]];
+            if let Some(t) = frag.as_ref() {
+                d.push(t);
+            }
+            hw_tok.push(k.after(&d).copy(pick(x_.cc, wb - ha[i], x_.e), at(x_, &p2s[i], ha[i] - a), hs.at(ha[i] as u64), wb - ha[i], pk(wb - ha[i], PACKET)));
+            if let Some(t) = frag {
+                drop_token(t);
+            }
+        }
+        for t in lvs {
+            drop_token(t);
         }
         let hwr: Vec<&Token> = hw_tok.iter().collect();
         let mut hg = vec![];
