@@ -78,6 +78,28 @@ std::string cycles_text(std::optional<double> cycles) {
     return cycles ? fmt::format("{:.0f}", *cycles) : std::string("?");
 }
 
+/// The optimism, in log cycles, for a parameter value never measured (about 3%).
+constexpr double k_explore = 0.03;
+
+/// Optimism for the unknown: a parameter value that no measured design of the family had has no
+/// learnt effect, so a move whose quantities do not change (an engine placement, an exchange
+/// scheme) is predicted no faster than the champion and would never be tried. A one-parameter
+/// move to such a value ranks as if k_explore faster (a pair would confound the new value's
+/// effect with another change).
+double explore_credit(const SearchContext& context, const std::map<std::string, double>& effects,
+                      const Assignment& assignment) {
+    if (effects.empty() || !context.champion) return 0.0;
+    int changed = 0;
+    bool unseen = false;
+    for (const auto& [name, value] : assignment) {
+        auto was = context.champion->params.find(name);
+        if (was != context.champion->params.end() && was->second == value) continue;
+        ++changed;
+        if (!effects.count(fmt::format("{}={:g}", name, value))) unseen = true;
+    }
+    return changed == 1 && unseen ? k_explore : 0.0;
+}
+
 class Analyst final : public Role {
 public:
     std::string name() const override { return "analyst"; }
@@ -92,17 +114,22 @@ public:
 
         std::vector<ScoredAssignment> shrinking;
         std::vector<ScoredAssignment> invisible;
+        // When the model explains too little of the champion, the moves it cannot see come first,
+        // but the largest term it does see is still worth shrinking.
+        const std::string target =
+            attribution.dominant == "unexplained" ? champion_terms.dominant() : attribution.dominant;
+        const auto effects = context.cost_model->param_effects(tmpl->family());
         for (auto& [assignment, move] : neighbour_assignments(*tmpl, context.champion->params)) {
             auto scored = score_assignment(context, *tmpl, assignment, move);
             if (!scored) continue;
             if (scored->quantities == champion_quantities) {
+                scored->explore = explore_credit(context, effects, scored->assignment);
                 invisible.push_back(std::move(*scored));
                 continue;
             }
             auto terms = context.cost_model->terms(scored->quantities).as_map();
             auto before = champion_terms.as_map();
-            if (!attribution.dominant.empty() && attribution.dominant != "unexplained" &&
-                terms[attribution.dominant] < before[attribution.dominant] * 0.98) {
+            if (!target.empty() && terms[target] < before[target] * 0.98) {
                 shrinking.push_back(std::move(*scored));
             }
         }
@@ -118,10 +145,11 @@ public:
         }
         return to_proposals(context, ordered, name(), [&](const ScoredAssignment& item) {
             bool is_invisible = item.quantities == champion_quantities;
-            return fmt::format("{} → {}; predicted {} cycles", attribution.text,
+            return fmt::format("{} → {}; predicted {} cycles{}", attribution.text,
                                is_invisible ? "try a param the model cannot see (overlap, layout)"
-                                            : "shrink " + attribution.dominant,
-                               cycles_text(item.predicted));
+                                            : "shrink " + target,
+                               cycles_text(item.predicted),
+                               item.explore > 0.0 ? "; moves to a value never measured" : "");
         });
     }
 };
@@ -219,9 +247,6 @@ private:
     int m_samples_per_family;
 };
 
-/// The tuner's optimism for a parameter value never measured, in log cycles (about 3%).
-constexpr double k_explore = 0.03;
-
 class Tuner final : public Role {
 public:
     std::string name() const override { return "tuner"; }
@@ -231,28 +256,13 @@ public:
         const Template* tmpl = find_template(context, context.champion->template_name);
         if (!tmpl) return {};
         std::vector<ScoredAssignment> scored;
-        // Optimism for the unknown: a parameter value that no measured design of the family had has
-        // no learnt effect, so a move whose quantities do not change (an engine placement, an
-        // exchange scheme) is predicted no faster than the champion and would never be tried. A
-        // one-parameter move to such a value ranks as if k_explore faster, ahead of moves the model
-        // expects to gain less.
+        // a one-parameter move to a value never measured ranks as if k_explore faster
         std::map<std::string, double> effects;
         if (context.cost_model) effects = context.cost_model->param_effects(tmpl->family());
         for (auto& [assignment, move] : neighbour_assignments(*tmpl, context.champion->params)) {
             auto item = score_assignment(context, *tmpl, assignment, move);
             if (!item) continue;
-            if (!effects.empty()) {
-                int changed = 0;
-                bool unseen = false;
-                for (const auto& [name, value] : assignment) {
-                    auto was = context.champion->params.find(name);
-                    if (was != context.champion->params.end() && was->second == value) continue;
-                    ++changed;
-                    if (!effects.count(fmt::format("{}={:g}", name, value))) unseen = true;
-                }
-                // one parameter at a time: a pair would confound the new value's effect with another
-                if (changed == 1 && unseen) item->explore = k_explore;
-            }
+            item->explore = explore_credit(context, effects, item->assignment);
             scored.push_back(std::move(*item));
         }
         rank(scored, context.seed);

@@ -352,6 +352,23 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
         bool invisible = proposal.design.quantities == context.champion->quantities;
         CHECK((shrinks || invisible));
     }
+
+    // When the model explains less than half of the champion, the moves it cannot see come first,
+    // and the largest term it does see is still shrunk (not only invisible moves).
+    context.champion_cycles = model.terms(context.champion->quantities).combined() * 3.0;
+    auto unexplained = search::attribute(context);
+    CHECK(unexplained.dominant == "unexplained");
+    auto mixed = analyst->propose(context);
+    REQUIRE(mixed.size() >= 2);
+    CHECK(mixed.front().design.quantities == context.champion->quantities);
+    int shrinking = 0;
+    for (const auto& proposal : mixed) {
+        if (proposal.design.quantities == context.champion->quantities) continue;
+        CHECK(model.terms(proposal.design.quantities).dma_startup < unexplained.terms.dma_startup);
+        CHECK(proposal.reason.find("shrink dma_startup") != std::string::npos);
+        ++shrinking;
+    }
+    CHECK(shrinking > 0);
 }
 
 TEST_CASE("architect enters unmeasured families at their defaults, then their best predicted points, then follows the measured level") {
