@@ -89,8 +89,8 @@ struct ScoredAssignment {
     Assignment assignment;
     std::map<std::string, double> quantities;  ///< quantities and features together
     std::optional<double> predicted;
-    /// Optimism, in log cycles, that the ranking subtracts from the prediction: the tuner's bonus
-    /// for a move to a parameter value the family has never measured (its effect is unknown).
+    /// Optimism, in log cycles, that the ranking subtracts from the prediction: the tuner's and the
+    /// analyst's credit for a move to a parameter value the family has never measured.
     double explore = 0.0;
     std::string move;
 };
