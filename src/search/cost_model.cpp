@@ -71,11 +71,7 @@ std::optional<double> CostModel::predict_base(const std::map<std::string, double
     return value;
 }
 
-namespace {
-
 std::string param_key(const std::string& name, double value) { return fmt::format("{}={:g}", name, value); }
-
-}  // namespace
 
 std::optional<double> CostModel::predict(const std::string& family, const std::map<std::string, double>& quantities,
                                          const std::map<std::string, double>* params) const {

@@ -35,6 +35,9 @@ struct CostTerms {
     std::map<std::string, double> as_map() const;
 };
 
+/// The key of a parameter value in CostModel::param_effects ("NAME=value").
+std::string param_key(const std::string& name, double value);
+
 /// Predicts cycles and learns a per-family correction.
 class CostModel {
 public:

@@ -95,7 +95,7 @@ double explore_credit(const SearchContext& context, const std::map<std::string, 
         auto was = context.champion->params.find(name);
         if (was != context.champion->params.end() && was->second == value) continue;
         ++changed;
-        if (!effects.count(fmt::format("{}={:g}", name, value))) unseen = true;
+        if (!effects.count(param_key(name, value))) unseen = true;
     }
     return changed == 1 && unseen ? k_explore : 0.0;
 }
