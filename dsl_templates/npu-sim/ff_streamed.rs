@@ -93,6 +93,37 @@ fn copy_after(k: &mut Ctx, deps: &[&Token], e: Engine, src: Loc, dst: Loc, n: u3
     }
 }
 
+/// Aligned HBM writes of consecutive byte ranges rng[i] = [a, b) of one tensor: HBM writes
+/// that do not start and end on `al` bytes are penalised, and a slice's rows rarely do. Range i
+/// writes the blocks that start inside it, up to where range i + 1's first block starts; the
+/// bytes of range i + 1 before that (its head) come over the switch into the room behind range
+/// i (src(i, off) is byte off of range i's staging, with `al` bytes of room past its end). Only
+/// when every range has a block start inside it; else every range writes its own bytes. Range
+/// i's write is ordered after ready[i] (and the head's copy after ready[i + 1]).
+fn aligned_writes(k: &mut Ctx, al: u32, rng: &[(u32, u32)], ready: &[Token], src: &dyn Fn(usize, u32) -> Loc, dst: &dyn Fn(u32) -> Loc, eng: &dyn Fn(usize, u32) -> Engine) -> Vec<Token> {
+    let al = al.max(1);
+    let wa: Vec<u32> = rng.iter().map(|&(a, _)| (a + al - 1) / al * al).collect();
+    let xchg = rng.iter().enumerate().all(|(i, &(_, b))| wa[i] < b) && wa[0] == rng[0].0;
+    let mut outs = vec![];
+    for (i, &(a, b)) in rng.iter().enumerate() {
+        if !xchg {
+            outs.push(k.after(&[&ready[i]]).copy(eng(i, b - a), src(i, 0), dst(a), b - a, pk(b - a, PACKET)));
+            continue;
+        }
+        let wb = if i + 1 < rng.len() { wa[i + 1] } else { b };
+        let frag = if wb > b { Some(k.after(&[&ready[i + 1]]).switch_copy(src(i + 1, 0), src(i, b - a), wb - b)) } else { None };
+        let mut d: Vec<&Token> = vec![&ready[i]];
+        if let Some(t) = frag.as_ref() {
+            d.push(t);
+        }
+        outs.push(k.after(&d).copy(eng(i, wb - wa[i]), src(i, wa[i] - a), dst(wa[i]), wb - wa[i], pk(wb - wa[i], PACKET)));
+        if let Some(t) = frag {
+            drop_token(t);
+        }
+    }
+    outs
+}
+
 fn ff(k: &mut Ctx) {
     let s = k.shape();
     let hw = k.hw();
@@ -572,37 +603,15 @@ fn ff(k: &mut Ctx) {
     };
     // h: every slice writes its rows to HBM scratch, then reads the whole h back
     let hblock = |k: &mut Ctx, p2s: &mut Vec<P2>| -> Vec<Token> {
-        let mut hw_tok: Vec<Token> = vec![];
-        // aligned h writes, as for the output: slice i writes the 256-byte blocks that start in
-        // its rows, up to slice i + 1's first block start, with slice i + 1's head (before that
-        // start) received over the switch behind its own rows (ARENA 0: in place in its full h)
-        let al = hw.hbm_align.max(1);
-        let ha: Vec<u32> = sls.iter().map(|x_| (x_.r0 * 2 + al - 1) / al * al).collect();
-        let hx = sls.iter().enumerate().all(|(i, x_)| ha[i] < (x_.r0 + x_.n1) * 2) && ha[0] == 0;
+        // aligned h writes, as for the output (the heads arrive behind each slice's own rows;
+        // ARENA 0: in place in its full h)
         let lvs: Vec<Token> = (0..sls.len()).map(|i| p2s[i].lastv.take().unwrap()).collect();
-        for (i, x_) in sls.iter().enumerate() {
-            let (a, b) = (x_.r0 * 2, (x_.r0 + x_.n1) * 2);
-            let at = |y: &Sl, p: &P2, off: u32| if ARENA == 1 { y.hown.at(off) } else { p.hall.at(y.r0 * 2 + off) };
-            if !hx {
-                hw_tok.push(k.after(&[&lvs[i]]).copy(pick(x_.cc, b - a, x_.e), at(x_, &p2s[i], 0), hs.at(a as u64), b - a, pk(b - a, PACKET)));
-                continue;
-            }
-            let wb = if i + 1 < sls.len() { ha[i + 1] } else { b };
-            let frag = if wb > b {
-                let y = &sls[i + 1];
-                Some(k.after(&[&lvs[i + 1]]).switch_copy(at(y, &p2s[i + 1], 0), at(x_, &p2s[i], b - a), wb - b))
-            } else {
-                None
-            };
-            let mut d: Vec<&Token> = vec![&lvs[i]];
-            if let Some(t) = frag.as_ref() {
-                d.push(t);
-            }
-            hw_tok.push(k.after(&d).copy(pick(x_.cc, wb - ha[i], x_.e), at(x_, &p2s[i], ha[i] - a), hs.at(ha[i] as u64), wb - ha[i], pk(wb - ha[i], PACKET)));
-            if let Some(t) = frag {
-                drop_token(t);
-            }
-        }
+        let rng: Vec<(u32, u32)> = sls.iter().map(|x_| (x_.r0 * 2, (x_.r0 + x_.n1) * 2)).collect();
+        let hw_tok = {
+            let p2r: &Vec<P2> = p2s;
+            let src = |i: usize, off: u32| if ARENA == 1 { sls[i].hown.at(off) } else { p2r[i].hall.at(sls[i].r0 * 2 + off) };
+            aligned_writes(k, hw.hbm_align, &rng, &lvs, &src, &|a| hs.at(a as u64), &|i, n| pick(sls[i].cc, n, sls[i].e))
+        };
         for t in lvs {
             drop_token(t);
         }
@@ -815,14 +824,6 @@ fn ff(k: &mut Ctx) {
             cnt *= 2;
         }
     }
-    // aligned output writes: HBM writes that do not start and end on 256 bytes are penalised, and
-    // a slice's rows rarely do. Slice i writes the 256-byte blocks that start inside its rows, up
-    // to where slice i + 1's first block starts; the bytes of slice i + 1 before that (its head)
-    // come over the switch into the room behind slice i's rows. Only when every slice has a
-    // block start inside its rows; else every slice writes its own rows.
-    let al = hw.hbm_align.max(1);
-    let wa: Vec<u32> = sls.iter().map(|x_| (x_.q0 * 2 + al - 1) / al * al).collect();
-    let xchg = sls.iter().enumerate().all(|(i, x_)| wa[i] < (x_.q0 + x_.n2) * 2) && wa[0] == 0;
     let mut sts: Vec<Token> = vec![];
     for (i, x_) in sls.iter().enumerate() {
         let hv = have[i].take().unwrap();
@@ -854,28 +855,9 @@ fn ff(k: &mut Ctx) {
         sts.push(st);
         drop_token(hv);
     }
-    let mut outs = vec![];
-    for (i, x_) in sls.iter().enumerate() {
-        let (a, b) = (x_.q0 * 2, (x_.q0 + x_.n2) * 2);
-        if !xchg {
-            outs.push(k.after(&[&sts[i]]).copy(pick(x_.cc, b - a, x_.e), x_.o.at(0), out.at(a as u64), b - a, pk(b - a, PACKET)));
-            continue;
-        }
-        let wb = if i + 1 < sls.len() { wa[i + 1] } else { b };
-        let mut deps: Vec<&Token> = vec![&sts[i]];
-        let frag;
-        if wb > b {
-            let y = &sls[i + 1];
-            frag = Some(k.after(&[&sts[i + 1]]).switch_copy(y.o.at(0), x_.o.at(b - a), wb - b));
-            deps.push(frag.as_ref().unwrap());
-        } else {
-            frag = None;
-        }
-        outs.push(k.after(&deps).copy(pick(x_.cc, wb - wa[i], x_.e), x_.o.at(wa[i] - a), out.at(wa[i] as u64), wb - wa[i], pk(wb - wa[i], PACKET)));
-        if let Some(t) = frag {
-            drop_token(t);
-        }
-    }
+    // aligned output writes (the next slice's head arrives behind each slice's rows in o)
+    let rng: Vec<(u32, u32)> = sls.iter().map(|x_| (x_.q0 * 2, (x_.q0 + x_.n2) * 2)).collect();
+    let outs = aligned_writes(k, hw.hbm_align, &rng, &sts, &|i, off| sls[i].o.at(off), &|a| out.at(a as u64), &|i, n| pick(sls[i].cc, n, sls[i].e));
     for t in sts {
         drop_token(t);
     }
