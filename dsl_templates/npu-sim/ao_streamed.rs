@@ -16,7 +16,8 @@
 // program), or over the switch network to the first slice and back by a
 // doubling broadcast (1), or all-to-all over the switch network (2), or over
 // the switch network to the first slice, which writes the total to HBM for
-// every other slice to read (3).
+// every other slice to read (3), or writes the partials as they are for every
+// other slice to read and add up (4).
 // ORDER: 0 issues each slice's whole stream before the next slice's; 1 issues
 // tile by tile across the slices. An engine runs its commands in issue order,
 // so when slices share a DMA engine (fewer engines than slices per cluster)
@@ -102,7 +103,7 @@ fn ao(k: &mut Ctx) {
     let gr = if h % GRAIN == 0 && h / GRAIN >= SLICES as u32 { GRAIN } else { 8 };
     let g8 = h / gr;
     let nslices = SLICES.min(g8 as usize);
-    let scratch = if GATHER == 0 || GATHER == 3 { k.hbm_alloc(nslices as u64 * 256) } else { Hbm { addr: 0, bytes: 0 } };
+    let scratch = if GATHER == 0 || GATHER >= 3 { k.hbm_alloc(nslices as u64 * 256) } else { Hbm { addr: 0, bytes: 0 } };
     let ch = chunk_of(kd, 512);
 
     struct Sl {
@@ -138,6 +139,7 @@ fn ao(k: &mut Ctx) {
         q: usize,
         nsm: usize,
         sq: bool,
+        defer: Option<(u32, u32)>,
     }
     let mut sls: Vec<Sl> = vec![];
     for i in 0..nslices {
@@ -186,7 +188,7 @@ fn ao(k: &mut Ctx) {
         let xd = k.dm_alloc(sl, kd * 2);
         let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd + SKEW)).collect();
         let xt = k.trf_alloc(sl, kd);
-        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0, xfirst, q, nsm: 0, sq: false });
+        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0, xfirst, q, nsm: 0, sq: false, defer: None });
     }
     let ncl = (nslices + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
@@ -356,10 +358,19 @@ fn ao(k: &mut Ctx) {
             let _ = k.after(&[&p]).vmul(a, x.scv.sub(off, tr), a);
             let v = k.after(&[&p]).vsumsq(a, x.ssp.sub(0, 1), x.sq);
             x.sq = true;
-            let v2 = k.after(&[&p, &v]).vmul(a, x.pst.sub(off, tr), a);
-            drop_token(v);
-            if let Some(o) = x.vlast.replace(v2) {
-                drop_token(o);
+            if t + 1 == x.tiles.len() && (GATHER == 1 || GATHER == 3) {
+                // the last tile: its post_norm product waits until the partial is sent (it runs
+                // while the first slice adds up the partials)
+                x.defer = Some((off, tr));
+                if let Some(o) = x.vlast.replace(v) {
+                    drop_token(o);
+                }
+            } else {
+                let v2 = k.after(&[&p, &v]).vmul(a, x.pst.sub(off, tr), a);
+                drop_token(v);
+                if let Some(o) = x.vlast.replace(v2) {
+                    drop_token(o);
+                }
             }
         }
         x.passes.push(p);
@@ -378,6 +389,11 @@ fn ao(k: &mut Ctx) {
         let _ = k.after(&[&vlast]).vrms(x.ssp.sub(0, 1), x.ssp.sub(0, 1), 1, EPS_SQRT, x.ssp.sub(0, 1));
         drop_token(vlast);
         let st = k.vstore(x.ssp.sub(0, 1), x.g.at(0), Dt::F32);
+        if let Some((off, tr)) = x.defer.take() {
+            // behind the partial's store on the vector engine, before the normalisation
+            let a = x.acc.sub(off, tr);
+            drop_token(k.after(&[&lastp]).vmul(a, x.pst.sub(off, tr), a));
+        }
         x.last = Some(st);
         x.ep.push(lastp);
         for l in std::mem::take(&mut x.loads) {
@@ -473,6 +489,29 @@ fn ao(k: &mut Ctx) {
         for t in wr {
             drop_token(t);
         }
+    } else if GATHER == 4 {
+        // switch gather to the first slice, which writes the partials to HBM as they are; every
+        // other slice reads them back and adds them up itself (no vector work at the root
+        // between the gather and the write)
+        let root = sls[0].g;
+        let mut sw = vec![];
+        for (i, x) in sls.iter_mut().enumerate() {
+            let st = x.last.take().unwrap();
+            sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
+            drop_token(st);
+        }
+        let refs: Vec<&Token> = sw.iter().collect();
+        let x0 = &sls[0];
+        let e = pick_tail(x0.cc, 256, *x0.engs.last().unwrap());
+        let w = k.after(&refs).copy(e, root.at(256), scratch.at(0), 256, 256);
+        for i in 1..m {
+            let x = &sls[i];
+            let e = pick_tail(x.cc, 256, *x.engs.last().unwrap());
+            ready[i].push(k.after(&[&w]).copy(e, scratch.at(0), x.g.at(256), 256, 256));
+        }
+        drop(refs);
+        drop_token(w);
+        ready[0].extend(sw);
     } else if GATHER == 1 || GATHER == 3 {
         let root = sls[0].g;
         let mut sw = vec![];
