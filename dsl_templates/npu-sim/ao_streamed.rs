@@ -24,7 +24,11 @@
 // order 0 queues one slice's stream behind another's; order 1 interleaves them.
 // ROTATE: 0 gives each slice fixed engines; 1 rotates a slice's tile loads over
 // all DMA engines of its cluster (tile t of the slice with cluster index j on
-// engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines).
+// engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines); 2,
+// where a cluster has more engines than its slices' SPLIT engines, keeps every
+// slice's tile loads on its own engines and puts the other DMA commands on the
+// spare engines (no short command, and no tile waiting for its buffer, ever
+// sits in front of another slice's tile), else as 1.
 // BALANCE: 1 cuts the rows after the first tile into ceil(rest / ROWS) tiles
 // of near-equal size (no short remainder tile whose pass issue cannot hide
 // behind a load); 0 cuts tiles of ROWS rows and a remainder.
@@ -40,7 +44,9 @@
 // LPT > 0: every DMA command goes to the least-loaded engine of its cluster
 // (greedy, in issue order), a command counting its bytes plus LPT bytes for
 // its startup: short commands (operand, small vectors, epilogue) land on the
-// engines with fewer weight bytes. 0: the engines that SPLIT / ROTATE name.
+// engines with fewer weight bytes (with ROTATE 2 and spare engines: every
+// command but the tile loads, among the spares). 0: the engines that SPLIT /
+// ROTATE name.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -193,17 +199,27 @@ fn ao(k: &mut Ctx) {
     let ncl = (nslices + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
     let eload = std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]);
+    // ROTATE 2: the engines after the slices' own (SPLIT per slice) are spares. A spare runs
+    // its short commands one after another, each paying its startup, so it takes at most as
+    // many as a slice has tiles (a startup counted as a tile's transfer); the rest go to the
+    // least-loaded engine of the cluster
+    let spare0 = if ROTATE == 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 };
+    let cap = sls.iter().map(|x| x.tiles.len()).max().unwrap_or(1) as u32;
+    let scount = std::cell::RefCell::new(vec![vec![0u32; ne]; hw.clusters]);
     let pick = |c: usize, bytes: u32, dflt: Engine| -> Engine {
         if LPT == 0 {
             return dflt;
         }
         let mut l = eload.borrow_mut();
-        let mut b = 0;
-        for e in 1..ne {
-            if l[c][e] < l[c][b] {
+        let mut n = scount.borrow_mut();
+        let lo = if spare0 > 0 && (spare0..ne).any(|e| n[c][e] < cap) { spare0 } else { 0 };
+        let mut b = ne;
+        for e in lo..ne {
+            if (lo == 0 || n[c][e] < cap) && (b == ne || l[c][e] < l[c][b]) {
                 b = e;
             }
         }
+        n[c][b] += 1;
         l[c][b] += bytes as u64 + LPT as u64;
         engine(c, b)
     };
@@ -242,7 +258,12 @@ fn ao(k: &mut Ctx) {
                 let src = wo.at(((r + a) * kd) as u64);
                 let dst = buf.at(a * kd);
                 let e = if ROTATE == 1 { engine(x.cc, ((x.j + t * ncl) * SPLIT + m as usize) % ne) } else { x.engs[m as usize] };
-                let e = pick(x.cc, bytes, e);
+                let e = if ROTATE == 2 && spare0 > 0 {
+                    eload.borrow_mut()[x.cc][e.index] += bytes as u64 + LPT as u64;
+                    e
+                } else {
+                    pick(x.cc, bytes, e)
+                };
                 let t = match dep {
                     Some(d) => k.after(&[d]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
                     None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
