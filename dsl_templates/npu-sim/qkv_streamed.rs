@@ -20,7 +20,11 @@
 // ROTATE: 0 gives each slice fixed engines; 1 rotates a slice's tile loads over
 // all DMA engines of its cluster (tile t of the slice with cluster index j on
 // engine (j + t * slices of the cluster) * SPLIT + m, modulo the engines), so
-// that every engine works and each command's startup is shared by more engines.
+// that every engine works and each command's startup is shared by more engines;
+// 2, where a cluster has more engines than its slices' SPLIT engines, keeps every
+// slice's tile loads on its own engines and puts the other DMA commands on the
+// spare engines (no short command, and no tile waiting for its buffer, ever
+// sits in front of another slice's tile), else as 1.
 // LPT > 0: every DMA command goes to the least-loaded engine of its cluster
 // (greedy, in issue order), a command counting its bytes plus LPT bytes for
 // its startup, so that the short commands (x, norms, scales, outputs) land on
@@ -119,21 +123,34 @@ struct Sq {
     sp: usize,
 }
 
-type Loads = std::cell::RefCell<Vec<Vec<u64>>>;
+/// The engines' loads (bytes + LPT per command) and short-command counts per cluster. With
+/// ROTATE 2, the engines from spare0 on (after the slices' own) are spares: a spare runs its
+/// short commands one after another, each paying its startup, so it takes at most cap (as
+/// many as a slice has tiles); the rest go to the least-loaded engine of the cluster.
+struct Loads {
+    l: std::cell::RefCell<Vec<Vec<u64>>>,
+    n: std::cell::RefCell<Vec<Vec<u32>>>,
+    spare0: usize,
+    cap: u32,
+}
 
-/// LPT > 0: the least-loaded engine of cluster c (charged bytes + LPT); else dflt.
+/// LPT > 0: the least-loaded engine of cluster c (charged bytes + LPT), among the spares
+/// while one has room; else dflt.
 fn pick(l: &Loads, c: usize, bytes: u32, dflt: Engine) -> Engine {
     if LPT == 0 {
         return dflt;
     }
-    let mut l = l.borrow_mut();
-    let mut b = 0;
-    for e in 1..l[c].len() {
-        if l[c][e] < l[c][b] {
+    let (mut ld, mut n) = (l.l.borrow_mut(), l.n.borrow_mut());
+    let ne = ld[c].len();
+    let lo = if l.spare0 > 0 && (l.spare0..ne).any(|e| n[c][e] < l.cap) { l.spare0 } else { 0 };
+    let mut b = ne;
+    for e in lo..ne {
+        if (lo == 0 || n[c][e] < l.cap) && (b == ne || ld[c][e] < ld[c][b]) {
             b = e;
         }
     }
-    l[c][b] += bytes as u64 + LPT as u64;
+    n[c][b] += 1;
+    ld[c][b] += bytes as u64 + LPT as u64;
     engine(c, b)
 }
 
@@ -152,7 +169,12 @@ fn load_tile(k: &mut Ctx, el: &Loads, q: &Sq, w: &[Hbm; 3], h: u32, d: u32, t: u
             let src = w[tl.m].at(((row0 + a) * h) as u64);
             let dst = buf.at(a * h);
             let e = if ROTATE == 1 { engine(q.cc, ((q.j + t * q.ncl) * SPLIT + m as usize) % q.ne) } else { q.engs[m as usize] };
-            let e = pick(el, q.cc, bytes, e);
+            let e = if ROTATE == 2 && el.spare0 > 0 {
+                el.l.borrow_mut()[q.cc][e.index] += bytes as u64 + LPT as u64;
+                e
+            } else {
+                pick(el, q.cc, bytes, e)
+            };
             v.push(match dep {
                 Some(dd) => k.after(&[dd]).dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
                 None => k.dma(e, src, dst, p, &[lp(bytes / p, p as i64, p as i64)]),
@@ -225,7 +247,14 @@ fn qkv(k: &mut Ctx) {
         qs.push(Sq { sl, cc, j, ncl: (nsl + hw.clusters - 1) / hw.clusters, ne: hw.dma_engines_per_cluster, engs, tiles, heads, dxn, dg, dsc, sw, soff: vec![], douts, bufs, vb, ss, xt, loads: vec![], passes: vec![], head_done: vec![], tx: vec![], tv: vec![], vt: None, xfirst, sp });
     }
 
-    let eload: Loads = std::cell::RefCell::new(vec![vec![0u64; hw.dma_engines_per_cluster]; hw.clusters]);
+    let ne = hw.dma_engines_per_cluster;
+    let ncl = (qs.len() + hw.clusters - 1) / hw.clusters;
+    let eload = Loads {
+        l: std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]),
+        n: std::cell::RefCell::new(vec![vec![0u32; ne]; hw.clusters]),
+        spare0: if ROTATE == 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 },
+        cap: qs.iter().map(|q| q.tiles.len()).max().unwrap_or(1) as u32,
+    };
     let x_loads = |k: &mut Ctx, q: &mut Sq| {
         if FUSE == 1 {
             let e0 = pick(&eload, q.cc, h * 4, q.engs[0]);
