@@ -31,7 +31,8 @@
 // sits in front of another slice's tile), else as 1.
 // BALANCE: 1 cuts the rows after the first tile into ceil(rest / ROWS) tiles
 // of near-equal size (no short remainder tile whose pass issue cannot hide
-// behind a load); 0 cuts tiles of ROWS rows and a remainder.
+// behind a load; with STAGGER 1 the first tile is one of them); 0 cuts tiles
+// of ROWS rows and a remainder.
 // GRAIN: the slices' row ranges are multiples of GRAIN rows; 128 rows of bf16
 // output are 256 bytes, so every slice's output write is HBM-aligned (falls
 // back to 8 when hidden is not a multiple of GRAIN or has too few of them).
@@ -160,7 +161,8 @@ fn ao(k: &mut Ctx) {
         let mut tiles = vec![];
         let mut r = r0;
         if BALANCE == 1 {
-            let f = first.min(n);
+            // STAGGER 1: the first tile is one of the balanced ones
+            let f = if STAGGER == 1 { ((n / 8 + (n + ROWS - 1) / ROWS - 1) / ((n + ROWS - 1) / ROWS) * 8).max(8).min(n) } else { first.min(n) };
             tiles.push((r, f));
             let rest = n - f;
             let m = (rest + ROWS - 1) / ROWS;
