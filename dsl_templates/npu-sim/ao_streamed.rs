@@ -28,7 +28,9 @@
 // where a cluster has more engines than its slices' SPLIT engines, keeps every
 // slice's tile loads on its own engines and puts the other DMA commands on the
 // spare engines (no short command, and no tile waiting for its buffer, ever
-// sits in front of another slice's tile), else as 1.
+// sits in front of another slice's tile), else as 1; 3 keeps every slice's
+// tile loads on its own engines in any case (the other DMA commands on the
+// spares first, then on the least-loaded engine).
 // BALANCE: 1 cuts the rows after the first tile into ceil(rest / ROWS) tiles
 // of near-equal size (no short remainder tile whose pass issue cannot hide
 // behind a load; with STAGGER 1 the first tile is one of them); 0 cuts tiles
@@ -205,7 +207,7 @@ fn ao(k: &mut Ctx) {
     // its short commands one after another, each paying its startup, so it takes at most as
     // many as a slice has tiles (a startup counted as a tile's transfer); the rest go to the
     // least-loaded engine of the cluster
-    let spare0 = if ROTATE == 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 };
+    let spare0 = if ROTATE >= 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 };
     let cap = sls.iter().map(|x| x.tiles.len()).max().unwrap_or(1) as u32;
     let scount = std::cell::RefCell::new(vec![vec![0u32; ne]; hw.clusters]);
     let pick = |c: usize, bytes: u32, dflt: Engine| -> Engine {
@@ -259,8 +261,8 @@ fn ao(k: &mut Ctx) {
                 let p = pk(bytes, PACKET);
                 let src = wo.at(((r + a) * kd) as u64);
                 let dst = buf.at(a * kd);
-                let e = if ROTATE == 1 { engine(x.cc, ((x.j + t * ncl) * SPLIT + m as usize) % ne) } else { x.engs[m as usize] };
-                let e = if ROTATE == 2 && spare0 > 0 {
+                let e = if ROTATE == 1 || (ROTATE == 2 && spare0 == 0) { engine(x.cc, ((x.j + t * ncl) * SPLIT + m as usize) % ne) } else { x.engs[m as usize] };
+                let e = if ROTATE == 3 || (ROTATE == 2 && spare0 > 0) {
                     eload.borrow_mut()[x.cc][e.index] += bytes as u64 + LPT as u64;
                     e
                 } else {
@@ -337,7 +339,7 @@ fn ao(k: &mut Ctx) {
             return;
         }
         while x.nsm < 3 && (t >= x.q + x.nsm || t + 1 >= x.tiles.len()) {
-            let e = if ROTATE == 1 { engine(x.cc, ((x.j + t * ncl) * SPLIT + SPLIT - 1) % ne) } else { x.engs[SPLIT - 1] };
+            let e = if ROTATE == 1 || (ROTATE == 2 && spare0 == 0) { engine(x.cc, ((x.j + t * ncl) * SPLIT + SPLIT - 1) % ne) } else { x.engs[SPLIT - 1] };
             let v = x.nsm as u32;
             small(k, x, v, e);
             if SCALE_LATE == 0 && v == 1 && !x.passes.is_empty() {

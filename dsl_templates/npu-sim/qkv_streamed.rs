@@ -24,7 +24,9 @@
 // 2, where a cluster has more engines than its slices' SPLIT engines, keeps every
 // slice's tile loads on its own engines and puts the other DMA commands on the
 // spare engines (no short command, and no tile waiting for its buffer, ever
-// sits in front of another slice's tile), else as 1.
+// sits in front of another slice's tile), else as 1; 3 keeps every slice's
+// tile loads on its own engines in any case (the other DMA commands on the
+// spares first, then on the least-loaded engine).
 // LPT > 0: every DMA command goes to the least-loaded engine of its cluster
 // (greedy, in issue order), a command counting its bytes plus LPT bytes for
 // its startup, so that the short commands (x, norms, scales, outputs) land on
@@ -168,8 +170,8 @@ fn load_tile(k: &mut Ctx, el: &Loads, q: &Sq, w: &[Hbm; 3], h: u32, d: u32, t: u
             let p = pk(bytes, PACKET);
             let src = w[tl.m].at(((row0 + a) * h) as u64);
             let dst = buf.at(a * h);
-            let e = if ROTATE == 1 { engine(q.cc, ((q.j + t * q.ncl) * SPLIT + m as usize) % q.ne) } else { q.engs[m as usize] };
-            let e = if ROTATE == 2 && el.spare0 > 0 {
+            let e = if ROTATE == 1 || (ROTATE == 2 && el.spare0 == 0) { engine(q.cc, ((q.j + t * q.ncl) * SPLIT + m as usize) % q.ne) } else { q.engs[m as usize] };
+            let e = if ROTATE == 3 || (ROTATE == 2 && el.spare0 > 0) {
                 el.l.borrow_mut()[q.cc][e.index] += bytes as u64 + LPT as u64;
                 e
             } else {
@@ -252,7 +254,7 @@ fn qkv(k: &mut Ctx) {
     let eload = Loads {
         l: std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]),
         n: std::cell::RefCell::new(vec![vec![0u32; ne]; hw.clusters]),
-        spare0: if ROTATE == 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 },
+        spare0: if ROTATE >= 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 },
         cap: qs.iter().map(|q| q.tiles.len()).max().unwrap_or(1) as u32,
     };
     let x_loads = |k: &mut Ctx, q: &mut Sq| {
