@@ -492,6 +492,17 @@ fn ao(k: &mut Ctx) {
     // exchange the partials; every slice ends with the total at g[64] (GATHER = 1;
     // 3: g[256 + 64] but the root)
     // or all partials at g[256..] (0, 2)
+    // switch gather: every slice's partial to g[256 + 4 i] of the first slice
+    let gather_to_root = |k: &mut Ctx, sls: &mut Vec<Sl>| -> Vec<Token> {
+        let root = sls[0].g;
+        let mut sw = vec![];
+        for (i, x) in sls.iter_mut().enumerate() {
+            let st = x.last.take().unwrap();
+            sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
+            drop_token(st);
+        }
+        sw
+    };
     let m = sls.len();
     let mut ready: Vec<Vec<Token>> = (0..m).map(|_| vec![]).collect();
     if GATHER == 0 {
@@ -519,12 +530,7 @@ fn ao(k: &mut Ctx) {
         // other slice reads them back and adds them up itself (no vector work at the root
         // between the gather and the write)
         let root = sls[0].g;
-        let mut sw = vec![];
-        for (i, x) in sls.iter_mut().enumerate() {
-            let st = x.last.take().unwrap();
-            sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
-            drop_token(st);
-        }
+        let sw = gather_to_root(k, &mut sls);
         let refs: Vec<&Token> = sw.iter().collect();
         let x0 = &sls[0];
         let e = pick_tail(x0.cc, 256, *x0.engs.last().unwrap());
@@ -539,12 +545,7 @@ fn ao(k: &mut Ctx) {
         ready[0].extend(sw);
     } else if GATHER == 1 || GATHER == 3 {
         let root = sls[0].g;
-        let mut sw = vec![];
-        for (i, x) in sls.iter_mut().enumerate() {
-            let st = x.last.take().unwrap();
-            sw.push(k.after(&[&st]).switch_copy(x.g.at(0), root.at(256 + i as u32 * 4), 4));
-            drop_token(st);
-        }
+        let sw = gather_to_root(k, &mut sls);
         let refs: Vec<&Token> = sw.iter().collect();
         let x0 = &sls[0];
         let all = x0.ssp.sub(8, m as u32);
