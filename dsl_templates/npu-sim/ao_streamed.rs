@@ -203,7 +203,7 @@ fn ao(k: &mut Ctx) {
     let ncl = (nslices + hw.clusters - 1) / hw.clusters;
     let ne = hw.dma_engines_per_cluster;
     let eload = std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]);
-    // ROTATE 2: the engines after the slices' own (SPLIT per slice) are spares. A spare runs
+    // ROTATE 2 / 3: the engines after the slices' own (SPLIT per slice) are spares. A spare runs
     // its short commands one after another, each paying its startup, so it takes at most as
     // many as a slice has tiles (a startup counted as a tile's transfer); the rest go to the
     // least-loaded engine of the cluster

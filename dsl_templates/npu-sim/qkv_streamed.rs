@@ -126,7 +126,7 @@ struct Sq {
 }
 
 /// The engines' loads (bytes + LPT per command) and short-command counts per cluster. With
-/// ROTATE 2, the engines from spare0 on (after the slices' own) are spares: a spare runs its
+/// ROTATE 2 or 3, the engines from spare0 on (after the slices' own) are spares: a spare runs its
 /// short commands one after another, each paying its startup, so it takes at most cap (as
 /// many as a slice has tiles); the rest go to the least-loaded engine of the cluster.
 struct Loads {
