@@ -489,9 +489,6 @@ fn ao(k: &mut Ctx) {
         }
     }
 
-    // exchange the partials; every slice ends with the total at g[64] (GATHER = 1;
-    // 3: g[256 + 64] but the root)
-    // or all partials at g[256..] (0, 2)
     // switch gather: every slice's partial to g[256 + 4 i] of the first slice
     let gather_to_root = |k: &mut Ctx, sls: &mut Vec<Sl>| -> Vec<Token> {
         let root = sls[0].g;
@@ -503,6 +500,8 @@ fn ao(k: &mut Ctx) {
         }
         sw
     };
+    // exchange the partials; every slice ends with the total at g[64] (GATHER = 1;
+    // 3: g[256 + 64] but the root) or all partials at g[256..] (0, 2, 4)
     let m = sls.len();
     let mut ready: Vec<Vec<Token>> = (0..m).map(|_| vec![]).collect();
     if GATHER == 0 {
