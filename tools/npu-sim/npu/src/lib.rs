@@ -1,17 +1,15 @@
-//! `npu`: the DSL that npu-sim kernels are written against, and the simulator
-//! behind it. See API.md for the kernel-author reference.
-pub mod hot;
-pub mod json;
-pub mod num;
-pub mod profile;
-pub mod refk;
-pub mod runtime;
-pub mod sim;
-pub mod stats;
-pub mod timing;
+//! `npu`: the DSL that npu-sim kernels are written against. A kernel's host code builds a
+//! program (allocations, DMA commands, passes, vector ops, waits); the device — npuc's own
+//! process, never linked into the kernel — executes, times and checks it. See API.md.
+pub mod ctx;
+pub mod host;
+pub mod program;
+pub mod shape;
+pub mod types;
 
-pub use refk::Shape;
-pub use sim::{engine, lp, Ctx, Dm, Dt, Engine, Hbm, HwInfo, Loc, Loop, Pass, Tile, Token, Trf, Vrf};
+pub use ctx::{Ctx, Launch};
+pub use shape::Shape;
+pub use types::{engine, lp, Dm, Dt, Engine, Hbm, HwInfo, Loc, Loop, Pass, Tile, Token, Trf, Vrf};
 
 /// Release of this library/toolchain.
 #[cfg(not(feature = "v1_1"))]
@@ -34,12 +32,13 @@ macro_rules! kernels {
         }
         #[allow(dead_code)]
         fn main() {
-            $crate::runtime::main(&__npu_kernels());
+            $crate::host::main(&__npu_kernels());
         }
     };
 }
 
 pub mod prelude {
-    pub use crate::refk::Shape;
-    pub use crate::sim::{engine, lp, Ctx, Dm, Dt, Engine, Hbm, HwInfo, Loc, Loop, Pass, Tile, Token, Trf, Vrf};
+    pub use crate::shape::Shape;
+    pub use crate::types::{engine, lp, Dm, Dt, Engine, Hbm, HwInfo, Loc, Loop, Pass, Tile, Token, Trf, Vrf};
+    pub use crate::Ctx;
 }

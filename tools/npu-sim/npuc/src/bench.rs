@@ -7,7 +7,7 @@ pub use crate::bench_imp::main;
 /// renamed): its bench runs the sibling 1.0 npuc's bench with itself as the
 /// other release.
 #[cfg(feature = "v1_1")]
-pub fn main(out: &crate::Out, json_out: bool, quick: bool, other: Option<String>, _prof: &npu::profile::Profile) -> i32 {
+pub fn main(out: &crate::Out, json_out: bool, quick: bool, other: Option<String>, _prof: &npu_device::profile::Profile) -> i32 {
     let me = std::env::current_exe().ok();
     let v10 = other.map(std::path::PathBuf::from).or_else(|| me.as_ref().and_then(|m| Some(m.parent()?.parent()?.parent()?.join("1.0/bin/npuc"))));
     let v10 = match v10 {

@@ -1,21 +1,25 @@
 //! npuc: the npu-sim toolchain (compile, check, schedule, run, bench).
-use npu::json::{self, esc, num, J};
-use npu::profile::Profile;
+use npu_device::json::{self, esc, num, J};
+use npu_device::profile::Profile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 mod bench;
 #[cfg(not(feature = "v1_1"))]
 mod bench_imp;
+mod cache;
+mod launch;
+mod sha256;
 
 const USAGE: &str = "usage:
   npuc --version [--message-format json|human]
+  npuc compile FILE [--cache-dir DIR] [--message-format json|human]
   npuc check FILE [--kernel K] [--shape k=v,...] [--cache-dir DIR] [--message-format json|human]
   npuc schedule FILE --kernel K [--shape k=v,...] [--cache-dir DIR] [--message-format json|human]
   npuc run FILE --kernel K --seed S [--check] [--repeat N] [--shape k=v,...] [--cache-dir DIR] [--message-format json|human]
   npuc bench [--json] [--quick] [--other-npuc PATH]
+  npuc paths [--message-format json|human]
 environment: NPU_SIM_PROFILE (hardware profile), NPUC_CACHE_DIR, NPU_SIM_DEVICE_DIR, NPU_SIM_NOISE_SEED";
 
 pub struct Out {
@@ -87,12 +91,30 @@ pub fn error_line(kind: &str, msg: &str) -> String {
     format!("{{\"type\":\"error\",\"kind\":{},\"message\":{}}}", esc(kind), esc(msg))
 }
 
-fn diag(code: &str, level: &str, msg: &str, span: Option<(String, u64, u64)>, notes: &[String]) -> String {
+/// Longest diagnostic message, note count and note length npuc prints.
+pub const DIAG_MESSAGE_MAX: usize = 1000;
+pub const DIAG_NOTES_MAX: usize = 8;
+pub const DIAG_NOTE_MAX: usize = 300;
+
+/// `s` cut to `n` bytes on a character boundary.
+pub fn cut(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut e = n;
+    while !s.is_char_boundary(e) {
+        e -= 1;
+    }
+    format!("{}…", &s[..e])
+}
+
+pub fn diag(code: &str, level: &str, msg: &str, span: Option<(String, u64, u64)>, notes: &[String]) -> String {
     let sp = match span {
-        Some((f, l, c)) => format!("{{\"file\":{},\"line\":{},\"column\":{}}}", esc(&f), l, c),
+        Some((f, l, c)) => format!("{{\"file\":{},\"line\":{},\"column\":{}}}", esc(&cut(&f, 300)), l, c),
         None => "null".into(),
     };
-    let n: Vec<String> = notes.iter().map(|x| esc(x)).collect();
+    let msg = &cut(msg, DIAG_MESSAGE_MAX);
+    let n: Vec<String> = notes.iter().take(DIAG_NOTES_MAX).map(|x| esc(&cut(x, DIAG_NOTE_MAX))).collect();
     format!("{{\"type\":\"diagnostic\",\"level\":{},\"code\":{},\"message\":{},\"span\":{},\"quantities\":[],\"notes\":[{}]}}", esc(level), esc(code), esc(msg), sp, n.join(","))
 }
 
@@ -138,22 +160,6 @@ pub fn install() -> Result<Install, String> {
     Ok(Install { rustc, lib_dir, rlib, device_dir, exe })
 }
 
-fn fnv(data: &[u8], mut h: u64) -> u64 {
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-pub struct Compiled {
-    pub bin: Option<PathBuf>,
-    pub diags: Vec<String>,
-    pub errors: usize,
-    pub warnings: usize,
-    pub secs: f64,
-}
-
 pub fn cache_dir(opt: &Option<String>) -> PathBuf {
     let base = opt
         .clone()
@@ -163,93 +169,8 @@ pub fn cache_dir(opt: &Option<String>) -> PathBuf {
     PathBuf::from(base).join(format!("npuc-{}", npu::RELEASE))
 }
 
-/// Compile a kernel file (cached by content hash).
-pub fn compile(inst: &Install, file: &str, cache: &Path) -> Result<Compiled, String> {
-    let t0 = Instant::now();
-    let src = std::fs::read(file).map_err(|e| format!("cannot read {}: {}", file, e))?;
-    let meta = std::fs::metadata(&inst.rlib).map_err(|e| format!("{}: {}", inst.rlib.display(), e))?;
-    let mut h = fnv(npu::RELEASE.as_bytes(), 0xcbf2_9ce4_8422_2325);
-    h = fnv(&src, h);
-    h = fnv(file.as_bytes(), h);
-    h = fnv(&meta.len().to_le_bytes(), h);
-    if let Ok(m) = meta.modified() {
-        if let Ok(d) = m.duration_since(std::time::UNIX_EPOCH) {
-            h = fnv(&d.as_nanos().to_le_bytes(), h);
-        }
-    }
-    std::fs::create_dir_all(cache).map_err(|e| format!("cannot create cache dir {}: {}", cache.display(), e))?;
-    let bin = cache.join(format!("k{:016x}", h));
-    let diag_cache = cache.join(format!("k{:016x}.diag", h));
-    if bin.exists() {
-        let diags: Vec<String> = std::fs::read_to_string(&diag_cache).map(|t| t.lines().map(String::from).collect()).unwrap_or_default();
-        let w = diags.len();
-        return Ok(Compiled { bin: Some(bin), diags, errors: 0, warnings: w, secs: t0.elapsed().as_secs_f64() });
-    }
-    let tmp = cache.join(format!("k{:016x}.tmp{}", h, std::process::id()));
-    let out = Command::new(&inst.rustc)
-        .args(["--edition", "2021", "--crate-type", "bin", "--crate-name", "npu_kernel", "-C", "opt-level=0", "-C", "debuginfo=0", "--error-format=json", "-A", "dead_code"])
-        .arg("--extern")
-        .arg(format!("npu={}", inst.rlib.display()))
-        .arg("-L")
-        .arg(format!("dependency={}", inst.lib_dir.display()))
-        .arg("-o")
-        .arg(&tmp)
-        .arg(file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("cannot run rustc {}: {}", inst.rustc.display(), e))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let mut diags = vec![];
-    let (mut errors, mut warnings) = (0, 0);
-    for l in stderr.lines() {
-        let j = match json::parse(l) {
-            Ok(j) => j,
-            Err(_) => continue,
-        };
-        let level = j.s("level").unwrap_or("");
-        let msg = j.s("message").unwrap_or("").to_string();
-        if !(level == "error" || level == "warning") || msg.starts_with("aborting due to") {
-            continue;
-        }
-        let rcode = j.get("code").and_then(|c| c.s("code")).unwrap_or("").to_string();
-        let span = j.arr("spans").iter().find(|s| s.b("is_primary") == Some(true)).or(j.arr("spans").first()).map(|s| (s.s("file_name").unwrap_or(file).to_string(), s.n("line_start").unwrap_or(0.0) as u64, s.n("column_start").unwrap_or(0.0) as u64));
-        let mut notes: Vec<String> = vec![];
-        if !rcode.is_empty() {
-            notes.push(format!("rustc {}", rcode));
-        }
-        for c in j.arr("children") {
-            if let Some(m) = c.s("message") {
-                notes.push(format!("{}: {}", c.s("level").unwrap_or("note"), m));
-            }
-        }
-        let (code, msg) = match renamed(&msg) {
-            Some((old, new)) if level == "error" => ("E0401", format!("`{}` was renamed to `{}` in npuc {}; update the kernel", old, new, npu::RELEASE)),
-            _ => (if level == "error" { "E0001" } else { "E0002" }, msg),
-        };
-        if level == "error" {
-            errors += 1;
-        } else {
-            warnings += 1;
-        }
-        diags.push(diag(code, level, &msg, span, &notes));
-    }
-    if out.status.success() && errors == 0 {
-        std::fs::rename(&tmp, &bin).map_err(|e| format!("cache: {}", e))?;
-        let _ = std::fs::write(&diag_cache, diags.join("\n") + if diags.is_empty() { "" } else { "\n" });
-        Ok(Compiled { bin: Some(bin), diags, errors, warnings, secs: t0.elapsed().as_secs_f64() })
-    } else {
-        let _ = std::fs::remove_file(&tmp);
-        if errors == 0 {
-            errors = 1;
-            diags.push(diag("E0001", "error", &format!("rustc failed: {}", stderr.lines().last().unwrap_or("")), None, &[]));
-        }
-        Ok(Compiled { bin: None, diags, errors, warnings, secs: t0.elapsed().as_secs_f64() })
-    }
-}
-
 /// Release renames: (old, new) if the rustc message is about a renamed function.
-fn renamed(msg: &str) -> Option<(&'static str, &'static str)> {
+pub fn renamed(msg: &str) -> Option<(&'static str, &'static str)> {
     if !npu::RELEASE_1_1 {
         return None;
     }
@@ -259,32 +180,6 @@ fn renamed(msg: &str) -> Option<(&'static str, &'static str)> {
         }
     }
     None
-}
-
-fn tmp_out() -> PathBuf {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let base = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
-    PathBuf::from(base).join(format!("npuc-{}-{}.out", std::process::id(), N.fetch_add(1, Ordering::SeqCst)))
-}
-
-/// Run the kernel binary; returns its result lines.
-pub fn invoke(bin: &Path, args: &[String]) -> Result<Vec<String>, String> {
-    let of = tmp_out();
-    let mut a: Vec<String> = args.to_vec();
-    a.push(of.display().to_string());
-    let st = Command::new(bin).args(&a).stdin(Stdio::null()).stdout(Stdio::from(std::io::stderr())).status().map_err(|e| format!("cannot start kernel binary: {}", e))?;
-    let text = std::fs::read_to_string(&of).unwrap_or_default();
-    let _ = std::fs::remove_file(&of);
-    if !st.success() {
-        return Err(format!("kernel binary failed ({})", st));
-    }
-    Ok(text.lines().map(String::from).collect())
-}
-
-pub fn list_kernels(bin: &Path) -> Result<Vec<String>, String> {
-    let o = Command::new(bin).arg("list").stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect())
 }
 
 struct Args {
@@ -350,8 +245,44 @@ fn usage_exit(out: &Out, msg: &str) -> ! {
     std::process::exit(2)
 }
 
+/// `run --seed S`: the seed must not stay visible in this process's command line, which any
+/// process can read (/proc/PID/cmdline) — the kernel's host code included. Re-execute without
+/// it (the seed travels in the environment, which a non-dumpable process keeps private).
+fn hide_seed(argv: &[String]) {
+    if argv.first().map(|s| s.as_str()) != Some("run") {
+        return;
+    }
+    let i = match argv.iter().position(|x| x == "--seed") {
+        Some(i) => i,
+        None => return,
+    };
+    let seed = match argv.get(i + 1) {
+        Some(s) => s.clone(),
+        None => return,
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(_) => return,
+    };
+    let mut rest: Vec<String> = argv.to_vec();
+    rest.drain(i..i + 2);
+    let err = std::os::unix::process::CommandExt::exec(std::process::Command::new(exe).args(&rest).env(SEED_ENV, seed));
+    eprintln!("npuc: warning: could not re-execute to hide the seed: {}", err);
+}
+
+const SEED_ENV: &str = "NPUC_LAUNCH_SEED";
+
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    launch::harden_self();
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    hide_seed(&argv);
+    if let Ok(seed) = std::env::var(SEED_ENV) {
+        std::env::remove_var(SEED_ENV);
+        if argv.first().map(|s| s.as_str()) == Some("run") && !argv.iter().any(|x| x == "--seed") {
+            argv.push("--seed".into());
+            argv.push(seed);
+        }
+    }
     let pre_json = argv.windows(2).any(|w| w[0] == "--message-format" && w[1] == "json") || argv.iter().any(|a| a == "--json");
     let out = Out { json: pre_json };
     if argv.is_empty() {
@@ -379,7 +310,34 @@ fn main() {
         let other = a.flags.iter().find_map(|f| f.strip_prefix("--other-npuc=").map(String::from));
         std::process::exit(bench::main(&out, a.json, a.flags.iter().any(|f| f == "--quick"), other, &prof));
     }
-    if !matches!(cmd.as_str(), "check" | "schedule" | "run" | "trace") {
+    if cmd == "paths" {
+        let inst = match install() {
+            Ok(i) => i,
+            Err(e) => {
+                out.line(&error_line("device", &format!("internal: {}", e)));
+                std::process::exit(4)
+            }
+        };
+        let mut paths: Vec<String> = vec![];
+        let root = inst.exe.parent().and_then(|b| b.parent()).map(|r| r.to_path_buf());
+        if let Some(r) = root {
+            paths.push(r.display().to_string());
+        }
+        if let Some(sysroot) = inst.rustc.parent().and_then(|b| b.parent()) {
+            paths.push(sysroot.display().to_string());
+        }
+        if let Ok(pf) = std::env::var("NPU_SIM_PROFILE") {
+            if !pf.is_empty() {
+                if let Ok(abs) = std::fs::canonicalize(&pf) {
+                    paths.push(abs.display().to_string());
+                }
+            }
+        }
+        let q: Vec<String> = paths.iter().map(|p| esc(p)).collect();
+        out.line(&format!("{{\"type\":\"paths\",\"read_only\":[{}]}}", q.join(",")));
+        return;
+    }
+    if !matches!(cmd.as_str(), "compile" | "check" | "schedule" | "run" | "trace") {
         usage_exit(&out, &format!("unknown command `{}`", cmd));
     }
     if a.pos.len() != 1 {
@@ -389,15 +347,17 @@ fn main() {
     if !Path::new(&file).is_file() {
         usage_exit(&out, &format!("no such file: {}", file));
     }
-    if cmd != "check" && cmd != "trace" && a.kernel.is_none() {
+    if !matches!(cmd.as_str(), "check" | "trace" | "compile") && a.kernel.is_none() {
         usage_exit(&out, &format!("{} needs --kernel K", cmd));
     }
+    let mut shape = npu_device::refk::Shape::default();
     if let Some(k) = &a.kernel {
-        if !npu::refk::KERNELS.contains(&k.as_str()) {
-            usage_exit(&out, &format!("unknown kernel `{}` (known: {})", k, npu::refk::KERNELS.join(", ")));
+        if !npu_device::refk::KERNELS.contains(&k.as_str()) {
+            usage_exit(&out, &format!("unknown kernel `{}` (known: {})", k, npu_device::refk::KERNELS.join(", ")));
         }
-        if let Err(e) = npu::runtime::parse_shape(k, &a.shape) {
-            usage_exit(&out, &e);
+        match npu_device::refk::parse_shape(k, &a.shape) {
+            Ok(s) => shape = s,
+            Err(e) => usage_exit(&out, &e),
         }
     } else if !a.shape.is_empty() {
         usage_exit(&out, "--shape needs --kernel");
@@ -413,9 +373,10 @@ fn main() {
         }
     };
     let cache = cache_dir(&a.cache);
-    let comp = match compile(&inst, &file, &cache) {
+    let mode = if cmd == "compile" { cache::Mode::Write } else { cache::Mode::Read };
+    let comp = match cache::compile(&inst, &file, &cache, mode) {
         Ok(c) => c,
-        Err(e) => {
+        Err(cache::CompileError::Io(e)) => {
             out.line(&diag("E0901", "error", &e, None, &[]));
             if cmd == "check" {
                 out.line("{\"type\":\"check\",\"ok\":false,\"errors\":1,\"warnings\":0,\"compile_secs\":0}");
@@ -424,25 +385,50 @@ fn main() {
             }
             std::process::exit(1)
         }
+        Err(cache::CompileError::Cache(t)) => {
+            out.line(&format!("{{\"type\":\"error\",\"kind\":\"cache\",\"entry\":{},\"message\":{}}}", esc(&t.entry.display().to_string()), esc(&t.message)));
+            std::process::exit(1)
+        }
     };
+    let code = with_binary(&out, &cmd, &file, &a, shape, &inst, &prof, &comp);
+    if let Some(p) = &comp.private {
+        let _ = std::fs::remove_dir_all(p);
+    }
+    std::process::exit(code);
+}
+
+fn with_binary(out: &Out, cmd: &str, file: &str, a: &Args, shape: npu_device::refk::Shape, inst: &Install, prof: &Profile, comp: &cache::Compiled) -> i32 {
     for d in &comp.diags {
         out.line(d);
+    }
+    let secs = num((comp.secs * 1000.0).round() / 1000.0);
+    if cmd == "compile" {
+        out.line(&format!(
+            "{{\"type\":\"compile\",\"ok\":{},\"errors\":{},\"warnings\":{},\"compile_secs\":{},\"artifact\":{},\"sha256\":{}}}",
+            comp.bin.is_some(),
+            comp.errors,
+            comp.warnings,
+            secs,
+            comp.bin.as_ref().map(|b| esc(&b.display().to_string())).unwrap_or_else(|| "null".into()),
+            comp.sha256.as_ref().map(|s| esc(s)).unwrap_or_else(|| "null".into())
+        ));
+        return if comp.bin.is_some() { 0 } else { 1 };
     }
     let bin = match &comp.bin {
         Some(b) => b.clone(),
         None => {
             if cmd == "check" {
-                out.line(&format!("{{\"type\":\"check\",\"ok\":false,\"errors\":{},\"warnings\":{},\"compile_secs\":{}}}", comp.errors, comp.warnings, num((comp.secs * 1000.0).round() / 1000.0)));
+                out.line(&format!("{{\"type\":\"check\",\"ok\":false,\"errors\":{},\"warnings\":{},\"compile_secs\":{}}}", comp.errors, comp.warnings, secs));
             } else {
                 out.line(&error_line("compile", &format!("{} failed to compile", file)));
             }
-            std::process::exit(1)
+            return 1;
         }
     };
-    let provided = list_kernels(&bin).unwrap_or_default();
+    let provided = launch::list_kernels(&bin).unwrap_or_default();
     let kernels: Vec<String> = match &a.kernel {
         Some(k) => vec![k.clone()],
-        None => provided.clone(),
+        None => provided.iter().filter(|k| npu_device::refk::KERNELS.contains(&k.as_str())).cloned().collect(),
     };
     let mut errors = 0usize;
     let warnings = comp.warnings;
@@ -450,106 +436,101 @@ fn main() {
         if !provided.contains(k) {
             errors += 1;
             out.line(&diag("E0402", "error", &format!("{} does not provide kernel `{}` (it provides: {})", file, k, provided.join(", ")), None, &["help: declare it with npu::kernels! { name => function }".into()]));
-            continue;
         }
-        if !npu::refk::KERNELS.contains(&k.as_str()) {
+    }
+    for k in &provided {
+        if !npu_device::refk::KERNELS.contains(&k.as_str()) {
             errors += 1;
-            out.line(&diag("E0402", "error", &format!("unknown kernel name `{}` in npu::kernels! (known: {})", k, npu::refk::KERNELS.join(", ")), None, &[]));
+            out.line(&diag("E0402", "error", &format!("unknown kernel name `{}` in npu::kernels! (known: {})", k, npu_device::refk::KERNELS.join(", ")), None, &[]));
         }
+    }
+    if provided.is_empty() && a.kernel.is_none() {
+        errors += 1;
+        out.line(&diag("E0402", "error", &format!("{} provides no kernel", file), None, &["help: declare it with npu::kernels! { name => function }".into()]));
     }
     if cmd == "check" {
         for k in &kernels {
-            if !provided.contains(k) || !npu::refk::KERNELS.contains(&k.as_str()) {
+            if !provided.contains(k) {
                 continue;
             }
-            match invoke(&bin, &["trace".into(), k.clone(), if a.kernel.is_some() { a.shape.clone() } else { String::new() }]) {
-                Ok(lines) => {
-                    for l in lines {
-                        if l.contains("\"type\":\"diagnostic\"") {
-                            errors += 1;
-                            out.line(&l);
-                        }
+            let sh = if a.kernel.is_some() { shape } else { npu_device::refk::Shape::default() };
+            match trace_file(&bin, k, sh, prof) {
+                Ok(t) => {
+                    for d in &t.diags {
+                        errors += 1;
+                        out.line(&npu_device::runtime::diag_json(d));
                     }
                 }
                 Err(e) => {
                     errors += 1;
-                    out.line(&diag("E0901", "error", &e, None, &[]));
+                    out.line(&diag("E0403", "error", &e, None, &[]));
                 }
             }
         }
-        out.line(&format!("{{\"type\":\"check\",\"ok\":{},\"errors\":{},\"warnings\":{},\"compile_secs\":{}}}", errors == 0, errors, warnings, num((comp.secs * 1000.0).round() / 1000.0)));
-        std::process::exit(if errors == 0 { 0 } else { 1 });
+        out.line(&format!("{{\"type\":\"check\",\"ok\":{},\"errors\":{},\"warnings\":{},\"compile_secs\":{}}}", errors == 0, errors, warnings, secs));
+        return if errors == 0 { 0 } else { 1 };
     }
     let k = a.kernel.clone().unwrap();
     if errors > 0 {
         if cmd == "run" {
             out.line(&error_line("compile", "the kernel is not provided by the file"));
         }
-        std::process::exit(1);
+        return 1;
     }
     if cmd == "trace" {
         // undocumented: the raw trace line (static estimate and device model cycles)
-        match invoke(&bin, &["trace".into(), k.clone(), a.shape.clone()]) {
-            Ok(lines) => lines.iter().for_each(|l| println!("{}", l)),
+        match trace_file(&bin, &k, shape, prof) {
+            Ok(t) => {
+                t.diags.iter().for_each(|d| println!("{}", npu_device::runtime::diag_json(d)));
+                println!("{}", npu_device::runtime::trace_json(&k, &t));
+            }
             Err(e) => println!("{}", error_line("device", &e)),
         }
-        return;
+        return 0;
     }
     if cmd == "schedule" {
-        match invoke(&bin, &["trace".into(), k.clone(), a.shape.clone()]) {
-            Ok(lines) => {
-                let mut bad = false;
-                for l in &lines {
-                    if l.contains("\"type\":\"diagnostic\"") {
-                        bad = true;
-                        out.line(l);
-                    }
-                }
-                if bad {
-                    std::process::exit(1);
-                }
-                let t = lines.iter().filter_map(|l| json::parse(l).ok()).find(|j| j.s("type") == Some("trace"));
-                match t {
-                    Some(t) => {
-                        let bd = t.get("breakdown").cloned().unwrap_or(J::Null);
-                        let c = t.get("counts").cloned().unwrap_or(J::Null);
-                        let g = |j: &J, k: &str| num(j.n(k).unwrap_or(0.0));
-                        out.line(&format!(
-                            "{{\"type\":\"schedule\",\"kernel\":{},\"cycles\":{},\"breakdown\":{{\"dma_cycles\":{},\"tensor_cycles\":{},\"vector_cycles\":{},\"switch_cycles\":{}}},\"counts\":{{\"dma_commands\":{},\"passes\":{},\"hbm_read_bytes\":{},\"hbm_write_bytes\":{}}}}}",
-                            esc(&k),
-                            g(&t, "est_cycles"),
-                            g(&bd, "dma_cycles"),
-                            g(&bd, "tensor_cycles"),
-                            g(&bd, "vector_cycles"),
-                            g(&bd, "switch_cycles"),
-                            g(&c, "dma_commands"),
-                            g(&c, "passes"),
-                            g(&c, "hbm_read_bytes"),
-                            g(&c, "hbm_write_bytes")
-                        ));
-                    }
-                    None => {
-                        out.line(&diag("E0901", "error", "kernel binary produced no trace", None, &[]));
-                        std::process::exit(1)
-                    }
-                }
-            }
+        let t = match trace_file(&bin, &k, shape, prof) {
+            Ok(t) => t,
             Err(e) => {
-                out.line(&diag("E0901", "error", &e, None, &[]));
-                std::process::exit(1)
+                out.line(&diag("E0403", "error", &e, None, &[]));
+                return 1;
             }
+        };
+        if !t.diags.is_empty() {
+            t.diags.iter().for_each(|d| out.line(&npu_device::runtime::diag_json(d)));
+            return 1;
         }
-        return;
+        let (bd, c) = (&t.breakdown, &t.counts);
+        out.line(&format!(
+            "{{\"type\":\"schedule\",\"kernel\":{},\"cycles\":{},\"breakdown\":{{\"dma_cycles\":{},\"tensor_cycles\":{},\"vector_cycles\":{},\"switch_cycles\":{}}},\"counts\":{{\"dma_commands\":{},\"passes\":{},\"hbm_read_bytes\":{},\"hbm_write_bytes\":{}}}}}",
+            esc(&k),
+            num(t.est_cycles.round()),
+            num(bd[0].round()),
+            num(bd[1].round()),
+            num(bd[2].round()),
+            num(bd[3].round()),
+            c.dma_commands,
+            c.passes,
+            c.hbm_read_bytes,
+            c.hbm_write_bytes
+        ));
+        return 0;
     }
-    // ---------------- run
-    std::process::exit(run_device(&out, &inst, &bin, &k, &a, &prof));
+    run_device(out, inst, &bin, &k, shape, a, prof)
+}
+
+/// The host code's program for a trace launch, traced on the device.
+fn trace_file(bin: &Path, k: &str, shape: npu_device::refk::Shape, prof: &Profile) -> Result<npu_device::runtime::TraceResult, String> {
+    let launch = npu_device::runtime::launch_for(k, shape, prof, npu_device::runtime::TRACE_SEED);
+    let prog = launch::run_host(bin, &launch)?;
+    Ok(npu_device::runtime::trace_program(k, shape, prof, &prog))
 }
 
 pub struct Rng(pub u64);
 impl Rng {
     fn next(&mut self) -> f64 {
         self.0 = self.0.wrapping_add(1);
-        npu::hot::unit(npu::hot::mix(self.0))
+        npu_device::hot::unit(npu_device::hot::mix(self.0))
     }
     fn normal(&mut self) -> f64 {
         let u1 = self.next().max(1e-300);
@@ -589,13 +570,23 @@ pub fn noise_factor(rng: &mut Rng, p: &Profile) -> f64 {
     f * (1.0 + p.drift_per_hour * tri)
 }
 
-fn run_device(out: &Out, inst: &Install, bin: &Path, k: &str, a: &Args, p: &Profile) -> i32 {
+fn run_device(out: &Out, inst: &Install, bin: &Path, k: &str, shape: npu_device::refk::Shape, a: &Args, p: &Profile) -> i32 {
     let seed = a.seed.unwrap();
     let noise_seed = std::env::var("NPU_SIM_NOISE_SEED").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         t ^ ((std::process::id() as u64) << 32)
     });
-    let mut rng = Rng(npu::hot::mix(noise_seed));
+    let mut rng = Rng(npu_device::hot::mix(noise_seed));
+    // the host code builds its program first (it is told the position, never the seed)
+    let launch = npu_device::runtime::launch_for(k, shape, p, seed);
+    let prog = match launch::run_host(bin, &launch) {
+        Ok(prog) => prog,
+        Err(e) => {
+            out.line(&diag("E0403", "error", &e, None, &[]));
+            out.line(&error_line("device", &e));
+            return 1;
+        }
+    };
     let _slot = acquire_slot(inst, p);
     let t0 = Instant::now();
     let overhead = std::time::Duration::from_secs_f64(p.launch_overhead_ms / 1000.0);
@@ -604,40 +595,44 @@ fn run_device(out: &Out, inst: &Install, bin: &Path, k: &str, a: &Args, p: &Prof
         out.line(&error_line("transient", "device busy: link reset, retry"));
         return 3;
     }
-    let lines = match invoke(bin, &["exec".into(), k.into(), a.shape.clone(), seed.to_string(), if a.check { "1".into() } else { "0".into() }, if a.poison { "1".into() } else { "0".into() }]) {
-        Ok(l) => l,
-        Err(e) => {
-            out.line(&error_line("device", &e));
-            return 1;
+    let r = npu_device::runtime::exec_program(k, shape, p, seed, a.check, a.poison, &prog);
+    if !r.trace.diags.is_empty() {
+        for d in &r.trace.diags {
+            out.line(&npu_device::runtime::diag_json(d));
         }
-    };
-    let mut bad = false;
-    for l in &lines {
-        if l.contains("\"type\":\"diagnostic\"") {
-            bad = true;
-            out.line(l);
-        }
-    }
-    if bad {
         out.line(&error_line("compile", "the kernel broke a legality rule at run time"));
         return 1;
     }
-    let parsed: Vec<J> = lines.iter().filter_map(|l| json::parse(l).ok()).collect();
-    let cycles = parsed.iter().find(|j| j.s("type") == Some("trace")).and_then(|j| j.n("dev_cycles")).unwrap_or(0.0);
+    if r.trace.hang {
+        // the cluster hangs: nothing more happens until someone kills us
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+    let cycles = r.trace.dev_cycles.round();
     let mut tr = t0;
-    for r in 0..a.repeat {
+    for rep in 0..a.repeat {
         std::thread::sleep(overhead);
         let c = (cycles * noise_factor(&mut rng, p)).round();
         let wall = tr.elapsed().as_secs_f64() * 1000.0;
         tr = Instant::now();
-        out.line(&format!("{{\"type\":\"run\",\"kernel\":{},\"seed\":{},\"repeat\":{},\"cycles\":{},\"wall_ms\":{}}}", esc(k), seed, r, num(c), num((wall * 10.0).round() / 10.0)));
+        out.line(&format!("{{\"type\":\"run\",\"kernel\":{},\"seed\":{},\"repeat\":{},\"cycles\":{},\"wall_ms\":{}}}", esc(k), seed, rep, num(c), num((wall * 10.0).round() / 10.0)));
     }
     if a.check {
-        if let Some(v) = lines.iter().find(|l| l.contains("\"type\":\"verify\"")) {
-            out.line(v);
-            let passed = json::parse(v).ok().and_then(|j| j.b("passed")).unwrap_or(false);
-            return if passed { 0 } else { 1 };
-        }
+        return match &r.verify {
+            Some(v) => {
+                out.line(&npu_device::runtime::verify_json(k, seed, v));
+                if v.passed {
+                    0
+                } else {
+                    1
+                }
+            }
+            None => {
+                out.line(&error_line("device", "no verification result"));
+                1
+            }
+        };
     }
     0
 }

@@ -1,8 +1,8 @@
 //! Dev helper: cycles of the fast fixtures (and baselines with `base`) vs
 //! the weight-movement minimum, in-process. `NPU_SIM_PROFILE` selects a profile.
 //!   cargo run --release --example ratios [base] [check]
-use npu::profile::Profile;
-use npu::runtime::{exec, trace};
+use npu_device::profile::Profile;
+use npu_device::runtime::{exec, trace};
 use npu::Shape;
 
 #[allow(dead_code)]
@@ -37,7 +37,7 @@ fn main() {
     }
     for (k, f) in ks {
         let kn = k.trim_start_matches("base:");
-        let min = npu::refk::weight_bytes(kn, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle;
+        let min = npu_device::refk::weight_bytes(kn, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle;
         let t = trace(kn, Shape::default(), &p, &f);
         let mut ok = String::new();
         if a.iter().any(|x| x == "check") {

@@ -1,6 +1,6 @@
-use npu::num::*;
-use npu::profile::Profile;
-use npu::runtime::{exec, trace};
+use npu_device::num::*;
+use npu_device::profile::Profile;
+use npu_device::runtime::{exec, trace};
 use npu::*;
 
 #[path = "../../../../dsl_templates/npu-sim/baseline_attention_output.rs"]

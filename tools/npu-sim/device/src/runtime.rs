@@ -1,12 +1,13 @@
-//! What a compiled kernel binary does (its `main`), and the in-process API
-//! used by npuc's benchmark and the tests.
+//! The device side of a launch: replay a kernel's program on the simulated chip (legality,
+//! timing and, on seeded inputs, the functional run and the check against the reference).
+//! The program comes from the kernel's host code (`npu::host`); nothing else of the kernel
+//! runs here.
 use crate::json::{esc, num};
 use crate::profile::Profile;
 use crate::refk::{self, Role, Shape};
-use crate::sim::{Abort, Counts, Ctx, Diag, Mode, Span};
-use crate::KernelFn;
-use std::cell::RefCell;
-use std::io::Write;
+use crate::sim::{hw_of, launch_pos, Abort, Counts, Ctx, Diag, Mode, Span, Token};
+use npu::program::{Op, Program};
+use npu::Launch;
 
 pub struct TraceResult {
     pub diags: Vec<Diag>,
@@ -41,59 +42,94 @@ pub struct ExecResult {
     pub verify: Option<Verify>,
 }
 
-thread_local! {
-    static PANIC_AT: RefCell<Option<(String, Span)>> = const { RefCell::new(None) };
-    static IN_KERNEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// The launch the host code is told about: kernel, shape, position, public facts.
+pub fn launch_for(kernel: &str, shape: Shape, p: &Profile, seed: u64) -> Launch {
+    Launch { kernel: kernel.to_string(), shape, pos: launch_pos(kernel, &shape, seed), hw: hw_of(p) }
 }
 
-fn install_hook() {
-    use std::sync::Once;
-    static O: Once = Once::new();
-    O.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !IN_KERNEL.with(|k| k.get()) {
-                prev(info);
-                return;
-            }
-            if info.payload().downcast_ref::<Abort>().is_some() {
-                return;
-            }
-            let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
-                s.to_string()
-            } else if let Some(s) = info.payload().downcast_ref::<String>() {
-                s.clone()
-            } else {
-                "panic".to_string()
-            };
-            let sp = info.location().map(|l| Span { file: l.file().to_string(), line: l.line(), col: l.column() });
-            let mine = PANIC_AT.with(|p| {
-                if let Some(sp) = sp {
-                    *p.borrow_mut() = Some((msg.clone(), sp));
-                    true
-                } else {
-                    false
+/// Replay `prog` on `ctx`: every op through the device's own checks; a legality error in exec
+/// mode ends the replay (as it stops the device).
+pub fn replay(ctx: &mut Ctx, prog: &Program) {
+    let spans: Vec<Span> = prog.files.iter().map(|f| Span::new(f, 0, 0)).collect();
+    let at = |sp: &npu::program::SpanRef| -> Span {
+        let mut s = spans.get(sp.file as usize).cloned().unwrap_or_else(|| Span::new("?", 0, 0));
+        s.line = sp.line;
+        s.col = sp.col;
+        s
+    };
+    let mut toks: Vec<Token> = Vec::with_capacity(prog.ops.len());
+    let mut panicked = false;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for (op, sr) in &prog.ops {
+            let l = at(sr);
+            let t = match op {
+                Op::BadTensor { name } => {
+                    let _ = ctx.tensor(&l, name);
+                    None
                 }
-            });
-            if !mine {
-                prev(info);
+                Op::HbmAlloc { bytes } => {
+                    ctx.hbm_alloc(*bytes);
+                    None
+                }
+                Op::DmAlloc { slice, bytes } => {
+                    ctx.dm_alloc(&l, *slice, *bytes);
+                    None
+                }
+                Op::VrfAlloc { slice, len } => {
+                    ctx.vrf_alloc(&l, *slice, *len);
+                    None
+                }
+                Op::TrfAlloc { slice, len } => {
+                    ctx.trf_alloc(&l, *slice, *len);
+                    None
+                }
+                Op::After { deps } => {
+                    let d: Vec<&Token> = deps.iter().map(|i| &toks[*i]).collect();
+                    ctx.after(&d);
+                    None
+                }
+                Op::Wait { token } => {
+                    ctx.wait(toks[*token]);
+                    None
+                }
+                Op::Copy { eng, src, dst, bytes, packet } => Some(ctx.copy(&l, *eng, *src, *dst, *bytes, *packet)),
+                Op::Dma { eng, src, dst, packet, seq } => Some(ctx.dma(&l, *eng, *src, *dst, *packet, seq)),
+                Op::Switch { src, dst, bytes } => Some(ctx.switch_copy(&l, *src, *dst, *bytes)),
+                Op::Pass(p) => Some(ctx.pass(&l, p)),
+                Op::Vload { src, dt, dst } => Some(ctx.vload(&l, *src, *dt, *dst)),
+                Op::Vstore { src, dst, dt } => Some(ctx.vstore(&l, *src, *dst, *dt)),
+                Op::ToTrf { src, dst } => Some(ctx.to_trf(&l, *src, *dst)),
+                Op::Vsumsq { src, dst, accumulate } => Some(ctx.vsumsq(&l, *src, *dst, *accumulate)),
+                Op::Vrms { src, sumsq, n, eps, dst } => Some(ctx.vrms(&l, *src, *sumsq, *n, *eps, *dst)),
+                Op::Vbin { kind, a, b, dst } => Some(match kind {
+                    0 => ctx.vmul(&l, *a, *b, *dst),
+                    1 => ctx.vadd(&l, *a, *b, *dst),
+                    2 => ctx.vmuls(&l, *a, *b, *dst),
+                    _ => ctx.vgeglu(&l, *a, *b, *dst),
+                }),
+                Op::Vcopy { src, dst } => Some(ctx.vcopy(&l, *src, *dst)),
+                Op::Vfill { dst, value } => Some(ctx.vfill(&l, *dst, *value)),
+                Op::Vrope { src, dst, pos, head_dim, theta } => Some(ctx.vrope(&l, *src, *dst, *pos, *head_dim, *theta)),
+                Op::Panic { msg } => {
+                    ctx.diags.push(Diag::new("E0403", format!("kernel panicked: {}", msg), Some(l)));
+                    panicked = true;
+                    break;
+                }
+            };
+            if let Some(t) = t {
+                toks.push(t);
             }
-        }));
-    });
-}
-
-fn run_kernel(ctx: &mut Ctx, f: &dyn Fn(&mut Ctx)) {
-    install_hook();
-    PANIC_AT.with(|p| *p.borrow_mut() = None);
-    IN_KERNEL.with(|k| k.set(true));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx)));
-    IN_KERNEL.with(|k| k.set(false));
+        }
+    }));
     match r {
+        Ok(()) if panicked => {}
+        Ok(()) if !prog.complete => {
+            ctx.diags.push(Diag::new("E0403", "the kernel's host code stopped before it finished its program", None));
+        }
         Ok(()) => ctx.finish(),
         Err(e) => {
             if e.downcast_ref::<Abort>().is_none() {
-                let (msg, sp) = PANIC_AT.with(|p| p.borrow_mut().take()).unwrap_or(("panic".into(), Span { file: "?".into(), line: 0, col: 0 }));
-                ctx.diags.push(Diag::new("E0403", format!("kernel panicked: {}", msg), Some(sp)));
+                std::panic::resume_unwind(e);
             }
         }
     }
@@ -106,10 +142,10 @@ fn breakdown(ctx: &Ctx, p: &Profile) -> [f64; 4] {
     [mx(0, nd), mx(nd, nd + ns), mx(nd + ns, nd + 2 * ns), mx(nd + 2 * ns, nd + 3 * ns)]
 }
 
-/// Trace mode: run the kernel without arithmetic; legality + timing.
-pub fn trace(kernel: &str, shape: Shape, p: &Profile, f: &dyn Fn(&mut Ctx)) -> TraceResult {
-    let mut ctx = Ctx::new(Mode::Trace, p.clone(), kernel, shape, 1);
-    run_kernel(&mut ctx, f);
+/// Trace mode: the program without arithmetic; legality + timing.
+pub fn trace_program(kernel: &str, shape: Shape, p: &Profile, prog: &Program) -> TraceResult {
+    let mut ctx = Ctx::new(Mode::Trace, p.clone(), kernel, shape, TRACE_SEED);
+    replay(&mut ctx, prog);
     let b = breakdown(&ctx, p);
     TraceResult { est_cycles: ctx.est.finish(), dev_cycles: ctx.dev.finish(), hang: ctx.hang.is_some(), counts: ctx.counts.clone(), breakdown: b, diags: std::mem::take(&mut ctx.diags) }
 }
@@ -117,7 +153,7 @@ pub fn trace(kernel: &str, shape: Shape, p: &Profile, f: &dyn Fn(&mut Ctx)) -> T
 /// Functional execution on seeded inputs (+ verification with `check`).
 /// `poison`: outputs start as NaN; otherwise they hold seed 0's reference
 /// outputs (stale leftovers of an earlier run).
-pub fn exec(kernel: &str, shape: Shape, p: &Profile, seed: u64, check: bool, poison: bool, f: &dyn Fn(&mut Ctx)) -> ExecResult {
+pub fn exec_program(kernel: &str, shape: Shape, p: &Profile, seed: u64, check: bool, poison: bool, prog: &Program) -> ExecResult {
     let mut ctx = Ctx::new(Mode::Exec, p.clone(), kernel, shape, seed);
     for i in 0..ctx.tensors.len() {
         let a = ctx.tensors[i].addr as usize;
@@ -144,7 +180,7 @@ pub fn exec(kernel: &str, shape: Shape, p: &Profile, seed: u64, check: bool, poi
             ctx.hbm[a..a + n].copy_from_slice(&fill);
         }
     }
-    run_kernel(&mut ctx, f);
+    replay(&mut ctx, prog);
     let b = breakdown(&ctx, p);
     let trace = TraceResult { est_cycles: ctx.est.finish(), dev_cycles: ctx.dev.finish(), hang: ctx.hang.is_some(), counts: ctx.counts.clone(), breakdown: b, diags: std::mem::take(&mut ctx.diags) };
     let verify = match refs {
@@ -152,6 +188,21 @@ pub fn exec(kernel: &str, shape: Shape, p: &Profile, seed: u64, check: bool, poi
         _ => None,
     };
     ExecResult { trace, verify }
+}
+
+/// The seed whose position a trace (check, schedule) runs with.
+pub const TRACE_SEED: u64 = 1;
+
+/// In process: record kernel `f`'s program and trace it (npuc's benchmark, the tests).
+pub fn trace(kernel: &str, shape: Shape, p: &Profile, f: &dyn Fn(&mut npu::Ctx)) -> TraceResult {
+    let prog = npu::host::record(launch_for(kernel, shape, p, TRACE_SEED), f);
+    trace_program(kernel, shape, p, &prog)
+}
+
+/// In process: record kernel `f`'s program for `seed`'s launch and execute it.
+pub fn exec(kernel: &str, shape: Shape, p: &Profile, seed: u64, check: bool, poison: bool, f: &dyn Fn(&mut npu::Ctx)) -> ExecResult {
+    let prog = npu::host::record(launch_for(kernel, shape, p, seed), f);
+    exec_program(kernel, shape, p, seed, check, poison, &prog)
 }
 
 fn compare(kernel: &str, ctx: &Ctx, refs: &[(usize, Vec<u8>)]) -> Verify {
@@ -255,83 +306,3 @@ pub fn trace_json(kernel: &str, t: &TraceResult) -> String {
     )
 }
 
-/// Parse `k=v,k=v` shape overrides for a kernel.
-pub fn parse_shape(kernel: &str, spec: &str) -> Result<Shape, String> {
-    let mut s = Shape::default();
-    for kv in spec.split(',').filter(|x| !x.trim().is_empty()) {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("bad --shape item `{}` (expected key=value)", kv))?;
-        let v: u32 = v.trim().parse().map_err(|_| format!("bad --shape value `{}`", v))?;
-        s.set(kernel, k.trim(), v)?;
-    }
-    s.validate(kernel)?;
-    Ok(s)
-}
-
-/// `main` of a compiled kernel file. Internal interface used by npuc:
-///   BIN list
-///   BIN trace KERNEL SHAPE OUTFILE
-///   BIN exec KERNEL SHAPE SEED CHECK(0|1) POISON(0|1) OUTFILE
-pub fn main(kernels: &[(&'static str, KernelFn)]) {
-    let a: Vec<String> = std::env::args().collect();
-    let fail = |m: String| -> ! {
-        eprintln!("npu kernel binary: {}", m);
-        std::process::exit(9)
-    };
-    if a.len() < 2 {
-        fail("this is a compiled npu-sim kernel; run it through npuc".into());
-    }
-    let p = Profile::from_env().unwrap_or_else(|e| fail(e));
-    match a[1].as_str() {
-        "list" => {
-            for (n, _) in kernels {
-                println!("{}", n);
-            }
-        }
-        "trace" | "exec" => {
-            let k = a.get(2).cloned().unwrap_or_default();
-            let f = match kernels.iter().find(|(n, _)| *n == k) {
-                Some((_, f)) => *f,
-                None => fail(format!("kernel {} not provided", k)),
-            };
-            let shape = parse_shape(&k, a.get(3).map(|s| s.as_str()).unwrap_or("")).unwrap_or_else(|e| fail(e));
-            let mut lines = vec![];
-            let outfile;
-            if a[1] == "trace" {
-                outfile = a.get(4).cloned().unwrap_or_else(|| fail("missing outfile".into()));
-                let t = trace(&k, shape, &p, &f);
-                for d in &t.diags {
-                    lines.push(diag_json(d));
-                }
-                lines.push(trace_json(&k, &t));
-            } else {
-                let seed: u64 = a.get(4).and_then(|s| s.parse().ok()).unwrap_or_else(|| fail("bad seed".into()));
-                let check = a.get(5).map(|s| s == "1").unwrap_or(false);
-                let poison = a.get(6).map(|s| s != "0").unwrap_or(true);
-                outfile = a.get(7).cloned().unwrap_or_else(|| fail("missing outfile".into()));
-                let r = exec(&k, shape, &p, seed, check, poison, &f);
-                for d in &r.trace.diags {
-                    lines.push(diag_json(d));
-                }
-                if r.trace.diags.is_empty() && r.trace.hang {
-                    // the cluster hangs: nothing more happens until someone kills us
-                    let parent = std::os::unix::process::parent_id();
-                    loop {
-                        std::thread::sleep(std::time::Duration::from_millis(500));
-                        if std::os::unix::process::parent_id() != parent {
-                            std::process::exit(137);
-                        }
-                    }
-                }
-                lines.push(trace_json(&k, &r.trace));
-                if let Some(v) = &r.verify {
-                    lines.push(verify_json(&k, seed, v));
-                }
-            }
-            let mut fh = std::fs::File::create(&outfile).unwrap_or_else(|e| fail(format!("cannot write {}: {}", outfile, e)));
-            for l in lines {
-                let _ = writeln!(fh, "{}", l);
-            }
-        }
-        other => fail(format!("unknown mode {}", other)),
-    }
-}

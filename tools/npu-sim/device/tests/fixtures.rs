@@ -1,7 +1,7 @@
 //! Fast fixtures, illegal fixtures, and the bench statistics.
-use npu::profile::Profile;
-use npu::runtime::{exec, trace};
-use npu::stats::{cv, spearman, Noise};
+use npu_device::profile::Profile;
+use npu_device::runtime::{exec, trace};
+use npu_device::stats::{cv, spearman, Noise};
 use npu::*;
 
 #[path = "../../fixtures/fast.rs"]
@@ -22,7 +22,7 @@ macro_rules! ill {
 ill!(E0101, E0102, E0103, E0104, E0105, E0106, E0107, E0108, E0109, E0110, E0111, E0112, E0201, E0202, E0203, E0204, E0301, E0302, E0303, E0304, E0305, E0306, E0403, E0404);
 
 fn min_cycles(k: &str, p: &Profile) -> f64 {
-    npu::refk::weight_bytes(k, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle
+    npu_device::refk::weight_bytes(k, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle
 }
 
 /// project_qkv fast fixture: correct for several seeds (and at a small
@@ -107,7 +107,7 @@ fn noise_cv_of_30_runs() {
     for seed in 1u64..=11 {
         let mut nz = Noise::new(seed);
         let c: Vec<f64> = (0..30).map(|_| base * nz.factor(&p)).collect();
-        let m = npu::stats::median(&c);
+        let m = npu_device::stats::median(&c);
         let inl: Vec<f64> = c.iter().cloned().filter(|x| *x < 1.15 * m).collect();
         assert!((0.01..=0.04).contains(&cv(&inl)), "seed {}: cv without outliers {}", seed, cv(&inl));
         assert!((0.01..=0.08).contains(&cv(&c)), "seed {}: cv {}", seed, cv(&c));

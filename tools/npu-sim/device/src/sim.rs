@@ -5,157 +5,13 @@ use crate::num::*;
 use crate::profile::Profile;
 use crate::refk::{self, Shape, TensorSpec};
 use crate::timing::{Timing, NO_POOL};
-use std::panic::Location;
 
-/// Element formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dt {
-    Fp8E4m3,
-    Fp4E2m1,
-    Bf16,
-    F32,
-    I32,
-}
-impl Dt {
-    pub fn bits(self) -> u32 {
-        match self {
-            Dt::Fp8E4m3 => 8,
-            Dt::Fp4E2m1 => 4,
-            Dt::Bf16 => 16,
-            Dt::F32 | Dt::I32 => 32,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Dt::Fp8E4m3 => "fp8_e4m3",
-            Dt::Fp4E2m1 => "fp4_e2m1",
-            Dt::Bf16 => "bf16",
-            Dt::F32 => "f32",
-            Dt::I32 => "i32",
-        }
-    }
-    /// bytes for n elements (rounded up)
-    pub fn bytes(self, n: u64) -> u64 {
-        (n * self.bits() as u64 + 7) / 8
-    }
-}
+pub use npu::types::{engine, lp, Dm, Dt, Engine, Hbm, HwInfo, Loc, Loop, Pass, Tile, Trf, Vrf};
 
-/// A DMA / vector endpoint: an HBM byte address or a (slice, DM byte address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Loc {
-    Hbm(u64),
-    Dm(usize, u32),
-}
-
-/// An HBM tensor or scratch buffer.
-#[derive(Clone, Copy, Debug)]
-pub struct Hbm {
-    pub addr: u64,
-    pub bytes: u64,
-}
-impl Hbm {
-    pub fn at(&self, off: u64) -> Loc {
-        Loc::Hbm(self.addr + off)
-    }
-}
-/// A DM buffer of one slice.
-#[derive(Clone, Copy, Debug)]
-pub struct Dm {
-    pub slice: usize,
-    pub addr: u32,
-    pub bytes: u32,
-}
-impl Dm {
-    pub fn at(&self, off: u32) -> Loc {
-        Loc::Dm(self.slice, self.addr + off)
-    }
-}
-/// A VRF region of one slice, in f32 elements.
-#[derive(Clone, Copy, Debug)]
-pub struct Vrf {
-    pub slice: usize,
-    pub off: u32,
-    pub len: u32,
-}
-impl Vrf {
-    pub fn sub(&self, off: u32, len: u32) -> Vrf {
-        Vrf { slice: self.slice, off: self.off + off, len }
-    }
-}
-/// A TRF region of one slice (replicated in every lane), in bf16 elements.
-#[derive(Clone, Copy, Debug)]
-pub struct Trf {
-    pub slice: usize,
-    pub off: u32,
-    pub len: u32,
-}
-impl Trf {
-    pub fn sub(&self, off: u32, len: u32) -> Trf {
-        Trf { slice: self.slice, off: self.off + off, len }
-    }
-}
-/// A DMA engine: (cluster, index within the cluster).
-#[derive(Clone, Copy, Debug)]
-pub struct Engine {
-    pub cluster: usize,
-    pub index: usize,
-}
-pub fn engine(cluster: usize, index: usize) -> Engine {
-    Engine { cluster, index }
-}
-/// One sequencer entry: `count` iterations, byte strides on each side.
-#[derive(Clone, Copy, Debug)]
-pub struct Loop {
-    pub count: u32,
-    pub src_stride: i64,
-    pub dst_stride: i64,
-}
-pub fn lp(count: u32, src_stride: i64, dst_stride: i64) -> Loop {
-    Loop { count, src_stride, dst_stride }
-}
-/// A weight (or block-scale) tile in a slice's DM: `rows` rows of `cols`
-/// elements of `dt`, row r starting at byte `addr + r*pitch`.
-#[derive(Clone, Copy, Debug)]
-pub struct Tile {
-    pub addr: u32,
-    pub rows: u32,
-    pub cols: u32,
-    pub pitch: u32,
-    pub dt: Dt,
-}
-/// A tensor-unit pass: acc[r] (+)= Σ_c w[r,c] · scale[r, c/16] · x[c].
-#[derive(Clone, Copy, Debug)]
-pub struct Pass {
-    pub slice: usize,
-    pub w: Tile,
-    pub scales: Option<Tile>,
-    pub x: Trf,
-    pub acc: Vrf,
-    pub accumulate: bool,
-}
-/// Completion token of an asynchronous command.
-#[must_use = "a command's token must be waited on (or covered by a later wait on the same engine)"]
-#[derive(Debug)]
+/// Completion token of a command on the device.
+#[derive(Debug, Clone, Copy)]
 pub struct Token {
-    id: usize,
-}
-
-/// Public hardware facts.
-#[derive(Clone, Copy, Debug)]
-pub struct HwInfo {
-    pub clusters: usize,
-    pub slices_per_cluster: usize,
-    pub slices: usize,
-    pub lanes: u32,
-    pub dm_bytes: u32,
-    pub dm_banks: u32,
-    pub trf_bytes_per_lane: u32,
-    pub vrf_bytes: u32,
-    pub dma_engines_per_cluster: usize,
-    pub max_packet_bytes: u32,
-    pub max_seq_entries: usize,
-    pub max_seq_iterations: u32,
-    pub hbm_align: u32,
+    pub id: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -165,8 +21,8 @@ pub struct Span {
     pub col: u32,
 }
 impl Span {
-    pub fn of(l: &Location) -> Span {
-        Span { file: l.file().to_string(), line: l.line(), col: l.column() }
+    pub fn new(file: &str, line: u32, col: u32) -> Span {
+        Span { file: file.to_string(), line, col }
     }
 }
 
@@ -279,6 +135,36 @@ pub struct Ctx {
 }
 
 const MAX_DIAGS: usize = 30;
+
+/// The token position of a launch (project_qkv): a launch argument drawn from the seed.
+pub fn launch_pos(kernel: &str, shape: &Shape, seed: u64) -> u32 {
+    if kernel == "project_qkv" {
+        let inp = refk::gen_inputs_one(kernel, shape, seed, "pos");
+        i32::from_le_bytes(inp[0..4].try_into().unwrap()) as u32
+    } else {
+        0
+    }
+}
+
+/// The public hardware facts of a profile (what a kernel's host code is told).
+pub fn hw_of(p: &Profile) -> HwInfo {
+    HwInfo {
+        clusters: p.clusters as usize,
+        slices_per_cluster: p.slices_per_cluster as usize,
+        slices: p.slices(),
+        lanes: p.lanes_per_slice as u32,
+        dm_bytes: p.dm_bytes_per_slice as u32,
+        dm_banks: p.dm_banks as u32,
+        trf_bytes_per_lane: p.trf_bytes_per_lane as u32,
+        vrf_bytes: p.vrf_bytes_per_slice as u32,
+        dma_engines_per_cluster: p.engines_per_cluster(),
+        max_packet_bytes: p.max_packet() as u32,
+        max_seq_entries: 8,
+        max_seq_iterations: 65536,
+        hbm_align: p.hbm_align_bytes as u32,
+    }
+}
+
 const HBM_ALIGN_TENSOR: u64 = 4096;
 
 impl Ctx {
@@ -305,12 +191,7 @@ impl Ctx {
         }
         let exec = mode == Mode::Exec;
         // position: a launch argument, from the seed (same stream as the pos tensor)
-        let pos = if kernel == "project_qkv" {
-            let inp = refk::gen_inputs_one(kernel, &shape, seed, "pos");
-            i32::from_le_bytes(inp[0..4].try_into().unwrap()) as u32
-        } else {
-            0
-        };
+        let pos = launch_pos(kernel, &shape, seed);
         Ctx {
             mode,
             kernel: kernel.to_string(),
@@ -358,21 +239,7 @@ impl Ctx {
     }
     /// Public hardware facts.
     pub fn hw(&self) -> HwInfo {
-        HwInfo {
-            clusters: self.p.clusters as usize,
-            slices_per_cluster: self.p.slices_per_cluster as usize,
-            slices: self.nslices,
-            lanes: self.p.lanes_per_slice as u32,
-            dm_bytes: self.p.dm_bytes_per_slice as u32,
-            dm_banks: self.p.dm_banks as u32,
-            trf_bytes_per_lane: self.p.trf_bytes_per_lane as u32,
-            vrf_bytes: self.p.vrf_bytes_per_slice as u32,
-            dma_engines_per_cluster: self.p.engines_per_cluster(),
-            max_packet_bytes: self.p.max_packet() as u32,
-            max_seq_entries: 8,
-            max_seq_iterations: 65536,
-            hbm_align: self.p.hbm_align_bytes as u32,
-        }
+        hw_of(&self.p)
     }
     /// The cluster a slice belongs to.
     pub fn cluster_of(&self, slice: usize) -> usize {
@@ -380,22 +247,19 @@ impl Ctx {
     }
 
     /// An HBM tensor of this kernel by name.
-    #[track_caller]
-    pub fn tensor(&mut self, name: &str) -> Hbm {
-        let l = Location::caller();
+    pub fn tensor(&mut self, l: &Span, name: &str) -> Hbm {
         for t in &self.tensors {
             if t.spec.name == name {
                 return Hbm { addr: t.addr, bytes: t.spec.bytes() };
             }
         }
         let names: Vec<&str> = self.tensors.iter().map(|t| t.spec.name).collect();
-        self.diags.push(Diag::new("E0404", format!("kernel `{}` has no tensor named `{}`", self.kernel, name), Some(Span::of(l))).note(format!("tensors: {}", names.join(", "))));
+        self.diags.push(Diag::new("E0404", format!("kernel `{}` has no tensor named `{}`", self.kernel, name), Some(l.clone())).note(format!("tensors: {}", names.join(", "))));
         std::panic::panic_any(Abort);
     }
 
     // ------------------------------------------------------------ allocation
     /// Scratch HBM (256-byte aligned).
-    #[track_caller]
     pub fn hbm_alloc(&mut self, bytes: u64) -> Hbm {
         let a = (self.hbm_top + 4095) / 4096 * 4096;
         self.hbm_top = a + bytes;
@@ -406,16 +270,14 @@ impl Ctx {
     }
 
     /// Allocate `bytes` of DM on `slice` (256-byte aligned).
-    #[track_caller]
-    pub fn dm_alloc(&mut self, slice: usize, bytes: u32) -> Dm {
-        let l = Location::caller();
+    pub fn dm_alloc(&mut self, l: &Span, slice: usize, bytes: u32) -> Dm {
         if !self.check_slice(slice, l) {
             return Dm { slice: 0, addr: 0, bytes };
         }
         let a = (self.dm_top[slice] + 255) / 256 * 256;
         let top = a + bytes as u64;
         if top > self.p.dm_bytes_per_slice as u64 {
-            let _ = self.fail(Diag::new("E0201", format!("DM allocation exceeds slice capacity on slice {}", slice), Some(Span::of(l)))
+            let _ = self.fail(Diag::new("E0201", format!("DM allocation exceeds slice capacity on slice {}", slice), Some(l.clone()))
                 .q("dm_bytes", top as f64, Some(self.p.dm_bytes_per_slice))
                 .note("help: use smaller tiles, or spread buffers over more slices"));
         }
@@ -424,16 +286,14 @@ impl Ctx {
     }
 
     /// Allocate `len` f32 elements of VRF on `slice`.
-    #[track_caller]
-    pub fn vrf_alloc(&mut self, slice: usize, len: u32) -> Vrf {
-        let l = Location::caller();
+    pub fn vrf_alloc(&mut self, l: &Span, slice: usize, len: u32) -> Vrf {
         if !self.check_slice(slice, l) {
             return Vrf { slice: 0, off: 0, len };
         }
         let off = self.vrf_top[slice];
         let top = off + len as u64;
         if top * 4 > self.p.vrf_bytes_per_slice as u64 {
-            let _ = self.fail(Diag::new("E0203", format!("VRF allocation exceeds capacity on slice {}", slice), Some(Span::of(l)))
+            let _ = self.fail(Diag::new("E0203", format!("VRF allocation exceeds capacity on slice {}", slice), Some(l.clone()))
                 .q("vrf_bytes", (top * 4) as f64, Some(self.p.vrf_bytes_per_slice)));
         }
         self.vrf_top[slice] = top;
@@ -441,16 +301,14 @@ impl Ctx {
     }
 
     /// Allocate `len` bf16 elements of TRF on `slice` (replicated per lane).
-    #[track_caller]
-    pub fn trf_alloc(&mut self, slice: usize, len: u32) -> Trf {
-        let l = Location::caller();
+    pub fn trf_alloc(&mut self, l: &Span, slice: usize, len: u32) -> Trf {
         if !self.check_slice(slice, l) {
             return Trf { slice: 0, off: 0, len };
         }
         let off = self.trf_top[slice];
         let top = off + len as u64;
         if top * 2 > self.p.trf_bytes_per_lane as u64 {
-            let _ = self.fail(Diag::new("E0202", format!("TRF allocation exceeds per-lane capacity on slice {}", slice), Some(Span::of(l)))
+            let _ = self.fail(Diag::new("E0202", format!("TRF allocation exceeds per-lane capacity on slice {}", slice), Some(l.clone()))
                 .q("trf_bytes_per_lane", (top * 2) as f64, Some(self.p.trf_bytes_per_lane)));
         }
         self.trf_top[slice] = top;
@@ -458,9 +316,9 @@ impl Ctx {
     }
 
     // ------------------------------------------------------------ helpers
-    fn check_slice(&mut self, slice: usize, l: &Location) -> bool {
+    fn check_slice(&mut self, slice: usize, l: &Span) -> bool {
         if slice >= self.nslices {
-            let _ = self.fail(Diag::new("E0204", format!("slice {} does not exist", slice), Some(Span::of(l))).q("slice", slice as f64, Some(self.nslices as f64 - 1.0)));
+            let _ = self.fail(Diag::new("E0204", format!("slice {} does not exist", slice), Some(l.clone())).q("slice", slice as f64, Some(self.nslices as f64 - 1.0)));
             return false;
         }
         true
@@ -567,7 +425,7 @@ impl Ctx {
             Space::Trf(s) => format!("TRF of slice {}", s),
         }
     }
-    fn bounds(&self, r: &Reg, what: &str, l: &Location, errs: &mut Vec<Diag>) {
+    fn bounds(&self, r: &Reg, what: &str, l: &Span, errs: &mut Vec<Diag>) {
         let lim = self.space_limit(r.sp);
         if r.hi > lim {
             let unit = match r.sp {
@@ -575,7 +433,7 @@ impl Ctx {
                 _ => "bytes",
             };
             errs.push(
-                Diag::new("E0105", format!("{} accesses {} beyond its allocation", what, Self::space_name(r.sp)), Some(Span::of(l)))
+                Diag::new("E0105", format!("{} accesses {} beyond its allocation", what, Self::space_name(r.sp)), Some(l.clone()))
                     .q(&format!("end_{}", unit), r.hi as f64, Some(lim as f64)),
             );
         }
@@ -584,7 +442,7 @@ impl Ctx {
         Reg { sp: Space::Vrf(v.slice), lo: v.off as u64, hi: v.off as u64 + v.len as u64, w }
     }
 
-    fn hazards(&mut self, eng: usize, regs: &[Reg], l: &Location, errs: &mut Vec<Diag>) {
+    fn hazards(&mut self, eng: usize, regs: &[Reg], l: &Span, errs: &mut Vec<Diag>) {
         let mut from: Option<Vec<usize>> = None;
         for i in 0..self.out.len() {
             if self.out[i].eng == eng {
@@ -614,7 +472,7 @@ impl Ctx {
                 }
                 let o = &self.out[i];
                 errs.push(
-                    Diag::new("E0108", format!("{} hazard with a command that has not been waited on", if w { "write" } else { "read" }), Some(Span::of(l)))
+                    Diag::new("E0108", format!("{} hazard with a command that has not been waited on", if w { "write" } else { "read" }), Some(l.clone()))
                         .note(format!("the other command was issued at {}:{}:{}; wait on its token first (or order this command after it with `after`)", o.span.file, o.span.line, o.span.col)),
                 );
                 return;
@@ -624,7 +482,7 @@ impl Ctx {
 
     /// `dev`: (fixed cycles, pool, data amount, max rate); `est`: (fixed,
     /// data amount, rate) for the static estimate (no pools).
-    fn issue(&mut self, eng: usize, regs: Vec<Reg>, l: &Location, dev: (f64, usize, f64, f64), est: (f64, f64, f64)) -> Token {
+    fn issue(&mut self, eng: usize, regs: Vec<Reg>, l: &Span, dev: (f64, usize, f64, f64), est: (f64, f64, f64)) -> Token {
         let id = self.next_id;
         self.next_id += 1;
         let deps = std::mem::take(&mut self.pending);
@@ -640,13 +498,12 @@ impl Ctx {
         let a = self.dev.issue_after(eng, dev.0, dev.1, dev.2, dev.3, deps.clone());
         let b = self.est.issue_after(eng, est.0, NO_POOL, est.1, est.2, deps);
         debug_assert!(a == id && b == id);
-        self.out.push(Outstanding { id, eng, regs, span: Span::of(l) });
+        self.out.push(Outstanding { id, eng, regs, span: l.clone() });
         Token { id }
     }
 
     /// Block until the command behind `t` has completed. Also retires every
     /// earlier command of the same engine (engines run in issue order).
-    #[track_caller]
     pub fn wait(&mut self, t: Token) {
         if t.id == usize::MAX {
             return;
@@ -671,7 +528,6 @@ impl Ctx {
         self.est.wait(t.id);
     }
     /// Wait on several tokens.
-    #[track_caller]
     pub fn wait_all(&mut self, ts: Vec<Token>) {
         for t in ts {
             self.wait(t);
@@ -691,11 +547,9 @@ impl Ctx {
 
     // ------------------------------------------------------------ DMA
     /// Convenience: move `bytes` contiguous bytes in packets of `packet`.
-    #[track_caller]
-    pub fn copy(&mut self, eng: Engine, src: Loc, dst: Loc, bytes: u32, packet: u32) -> Token {
-        let l = Location::caller();
+    pub fn copy(&mut self, l: &Span, eng: Engine, src: Loc, dst: Loc, bytes: u32, packet: u32) -> Token {
         if packet == 0 || bytes % packet != 0 || bytes == 0 {
-            return self.fail(Diag::new("E0112", "copy: bytes must be a non-zero multiple of the packet size", Some(Span::of(l))).q("bytes", bytes as f64, None).q("packet_bytes", packet as f64, None));
+            return self.fail(Diag::new("E0112", "copy: bytes must be a non-zero multiple of the packet size", Some(l.clone())).q("bytes", bytes as f64, None).q("packet_bytes", packet as f64, None));
         }
         self.dma_at(eng, src, dst, packet, &[lp(bytes / packet, packet as i64, packet as i64)], l)
     }
@@ -703,15 +557,13 @@ impl Ctx {
     /// A DMA command on engine `eng`: a sequencer program of nested loops
     /// (entry 0 outermost); each innermost iteration moves one packet of
     /// `packet` contiguous bytes from src+Σ i·src_stride to dst+Σ i·dst_stride.
-    #[track_caller]
-    pub fn dma(&mut self, eng: Engine, src: Loc, dst: Loc, packet: u32, seq: &[Loop]) -> Token {
-        let l = Location::caller();
+    pub fn dma(&mut self, l: &Span, eng: Engine, src: Loc, dst: Loc, packet: u32, seq: &[Loop]) -> Token {
         self.dma_at(eng, src, dst, packet, seq, l)
     }
 
-    fn dma_at(&mut self, eng: Engine, src: Loc, dst: Loc, packet: u32, seq: &[Loop], l: &'static Location<'static>) -> Token {
+    fn dma_at(&mut self, eng: Engine, src: Loc, dst: Loc, packet: u32, seq: &[Loop], l: &Span) -> Token {
         let mut errs = vec![];
-        let sp = Some(Span::of(l));
+        let sp = Some(l.clone());
         let epc = self.p.engines_per_cluster();
         if eng.cluster >= self.p.clusters as usize || eng.index >= epc {
             return self.fail(Diag::new("E0106", format!("no DMA engine ({}, {})", eng.cluster, eng.index), sp).q("engine_index", eng.index as f64, Some(epc as f64 - 1.0)).q("cluster", eng.cluster as f64, Some(self.p.clusters - 1.0)));
@@ -883,7 +735,7 @@ impl Ctx {
         self.counts.bank_conflicts += conflicts;
         self.counts.max_bank_run = self.counts.max_bank_run.max(max_run);
         if max_run >= self.p.bank_hang_run as u64 && self.hang.is_none() {
-            self.hang = Some(Span::of(l));
+            self.hang = Some(l.clone());
         }
         // device cost
         let ebw = self.p.dma_engine_bytes_per_cycle;
@@ -900,10 +752,8 @@ impl Ctx {
 
     // ------------------------------------------------------------ switch
     /// Copy `bytes` from one slice's DM to another's over the switch network.
-    #[track_caller]
-    pub fn switch_copy(&mut self, src: Loc, dst: Loc, bytes: u32) -> Token {
-        let l = Location::caller();
-        let sp = Some(Span::of(l));
+    pub fn switch_copy(&mut self, l: &Span, src: Loc, dst: Loc, bytes: u32) -> Token {
+        let sp = Some(l.clone());
         let (s, sa, d, da) = match (src, dst) {
             (Loc::Dm(s, sa), Loc::Dm(d, da)) => (s, sa as u64, d, da as u64),
             _ => return self.fail(Diag::new("E0111", "switch_copy moves data between DM buffers only", sp)),
@@ -933,10 +783,8 @@ impl Ctx {
 
     // ------------------------------------------------------------ tensor unit
     /// Issue a tensor-unit pass on `p.slice`.
-    #[track_caller]
-    pub fn pass(&mut self, p: &Pass) -> Token {
-        let l = Location::caller();
-        let sp = Some(Span::of(l));
+    pub fn pass(&mut self, l: &Span, p: &Pass) -> Token {
+        let sp = Some(l.clone());
         let s = p.slice;
         if !self.check_slice(s, l) {
             return Token { id: usize::MAX };
@@ -1025,8 +873,8 @@ impl Ctx {
     }
 
     // ------------------------------------------------------------ vector engine
-    fn vop(&mut self, l: &'static Location<'static>, reads: &[Vrf], writes: &[Vrf], extra: Vec<Reg>, len: u32) -> Result<usize, Token> {
-        let sp = Some(Span::of(l));
+    fn vop(&mut self, l: &Span, reads: &[Vrf], writes: &[Vrf], extra: Vec<Reg>, len: u32) -> Result<usize, Token> {
+        let sp = Some(l.clone());
         let s = writes.first().or(reads.first()).map(|v| v.slice).unwrap_or(0);
         if s >= self.nslices {
             return Err(self.fail(Diag::new("E0204", format!("slice {} does not exist", s), sp)));
@@ -1058,9 +906,9 @@ impl Ctx {
         let fx = self.p.vector_op_cycles;
         Ok(self.issue(eid, regs, l, (fx, NO_POOL, work, 1.0), (fx, work, 1.0)).id)
     }
-    fn lens(&mut self, l: &'static Location<'static>, ok: bool, what: &str) -> bool {
+    fn lens(&mut self, l: &Span, ok: bool, what: &str) -> bool {
         if !ok {
-            let _ = self.fail(Diag::new("E0305", format!("vector operand lengths do not match: {}", what), Some(Span::of(l))));
+            let _ = self.fail(Diag::new("E0305", format!("vector operand lengths do not match: {}", what), Some(l.clone())));
         }
         ok
     }
@@ -1072,15 +920,13 @@ impl Ctx {
     }
 
     /// DM → VRF, converting `dt` (fp8_e4m3, bf16, f32, i32) to f32.
-    #[track_caller]
-    pub fn vload(&mut self, src: Loc, dt: Dt, dst: Vrf) -> Token {
-        let l = Location::caller();
+    pub fn vload(&mut self, l: &Span, src: Loc, dt: Dt, dst: Vrf) -> Token {
         let (s, a) = match src {
             Loc::Dm(s, a) => (s, a),
-            _ => return self.fail(Diag::new("E0305", "vload reads the DM of the destination's slice", Some(Span::of(l)))),
+            _ => return self.fail(Diag::new("E0305", "vload reads the DM of the destination's slice", Some(l.clone()))),
         };
         if s != dst.slice || dt == Dt::Fp4E2m1 {
-            return self.fail(Diag::new("E0305", "vload: source must be the DM of the destination's slice; fp4 cannot be loaded", Some(Span::of(l))));
+            return self.fail(Diag::new("E0305", "vload: source must be the DM of the destination's slice; fp4 cannot be loaded", Some(l.clone())));
         }
         let nb = dt.bytes(dst.len as u64);
         let reg = Reg { sp: Space::Dm(s), lo: a as u64, hi: a as u64 + nb, w: false };
@@ -1104,15 +950,13 @@ impl Ctx {
     }
 
     /// VRF → DM, converting f32 to `dt` (fp8_e4m3, bf16, f32; round to nearest even).
-    #[track_caller]
-    pub fn vstore(&mut self, src: Vrf, dst: Loc, dt: Dt) -> Token {
-        let l = Location::caller();
+    pub fn vstore(&mut self, l: &Span, src: Vrf, dst: Loc, dt: Dt) -> Token {
         let (s, a) = match dst {
             Loc::Dm(s, a) => (s, a),
-            _ => return self.fail(Diag::new("E0305", "vstore writes the DM of the source's slice", Some(Span::of(l)))),
+            _ => return self.fail(Diag::new("E0305", "vstore writes the DM of the source's slice", Some(l.clone()))),
         };
         if s != src.slice || matches!(dt, Dt::Fp4E2m1 | Dt::I32) {
-            return self.fail(Diag::new("E0305", "vstore: destination must be the DM of the source's slice; dt must be fp8_e4m3, bf16 or f32", Some(Span::of(l))));
+            return self.fail(Diag::new("E0305", "vstore: destination must be the DM of the source's slice; dt must be fp8_e4m3, bf16 or f32", Some(l.clone())));
         }
         let nb = dt.bytes(src.len as u64);
         let reg = Reg { sp: Space::Dm(s), lo: a as u64, hi: a as u64 + nb, w: true };
@@ -1134,9 +978,9 @@ impl Ctx {
         Token { id }
     }
 
-    fn to_trf_impl(&mut self, src: Vrf, dst: Trf, l: &'static Location<'static>) -> Token {
+    fn to_trf_impl(&mut self, src: Vrf, dst: Trf, l: &Span) -> Token {
         if src.len != dst.len || src.slice != dst.slice {
-            return self.fail(Diag::new("E0305", "TRF cast: source and destination must have the same slice and length", Some(Span::of(l))));
+            return self.fail(Diag::new("E0305", "TRF cast: source and destination must have the same slice and length", Some(l.clone())));
         }
         let reg = Reg { sp: Space::Trf(dst.slice), lo: dst.off as u64, hi: (dst.off + dst.len) as u64, w: true };
         let id = match self.vop(l, &[src], &[], vec![reg], src.len) {
@@ -1153,23 +997,13 @@ impl Ctx {
         Token { id }
     }
 
-    /// VRF → TRF: cast f32 to bf16 multiplier operands.
-    #[cfg(not(feature = "v1_1"))]
-    #[track_caller]
-    pub fn vtrf(&mut self, src: Vrf, dst: Trf) -> Token {
-        self.to_trf_impl(src, dst, Location::caller())
-    }
-    /// VRF → TRF: cast f32 to bf16 multiplier operands (called `vtrf` before 1.1).
-    #[cfg(feature = "v1_1")]
-    #[track_caller]
-    pub fn to_trf(&mut self, src: Vrf, dst: Trf) -> Token {
-        self.to_trf_impl(src, dst, Location::caller())
+    /// VRF → TRF: cast f32 to bf16 multiplier operands (the DSL's `vtrf`, `to_trf` from 1.1).
+    pub fn to_trf(&mut self, l: &Span, src: Vrf, dst: Trf) -> Token {
+        self.to_trf_impl(src, dst, l)
     }
 
     /// dst[0] (+)= Σ src².
-    #[track_caller]
-    pub fn vsumsq(&mut self, src: Vrf, dst: Vrf, accumulate: bool) -> Token {
-        let l = Location::caller();
+    pub fn vsumsq(&mut self, l: &Span, src: Vrf, dst: Vrf, accumulate: bool) -> Token {
         if !self.lens(l, dst.len == 1, "vsumsq destination must have length 1") {
             return Token { id: usize::MAX };
         }
@@ -1187,9 +1021,7 @@ impl Ctx {
     }
 
     /// dst = src · 1/sqrt(sumsq[0]/n + eps).
-    #[track_caller]
-    pub fn vrms(&mut self, src: Vrf, sumsq: Vrf, n: u32, eps: f32, dst: Vrf) -> Token {
-        let l = Location::caller();
+    pub fn vrms(&mut self, l: &Span, src: Vrf, sumsq: Vrf, n: u32, eps: f32, dst: Vrf) -> Token {
         if !self.lens(l, sumsq.len == 1 && src.len == dst.len && n > 0, "vrms: sumsq has length 1, src and dst equal lengths, n > 0") {
             return Token { id: usize::MAX };
         }
@@ -1209,7 +1041,7 @@ impl Ctx {
         Token { id }
     }
 
-    fn binop(&mut self, a: Vrf, b: Vrf, dst: Vrf, l: &'static Location<'static>, f: fn(f32, f32) -> f32, bcast: bool) -> Token {
+    fn binop(&mut self, a: Vrf, b: Vrf, dst: Vrf, l: &Span, f: fn(f32, f32) -> f32, bcast: bool) -> Token {
         let ok = a.len == dst.len && (if bcast { b.len == 1 } else { b.len == a.len });
         if !self.lens(l, ok, if bcast { "a and dst equal lengths, scalar operand of length 1" } else { "a, b and dst equal lengths" }) {
             return Token { id: usize::MAX };
@@ -1229,29 +1061,23 @@ impl Ctx {
         Token { id }
     }
     /// dst = a · b (elementwise).
-    #[track_caller]
-    pub fn vmul(&mut self, a: Vrf, b: Vrf, dst: Vrf) -> Token {
-        self.binop(a, b, dst, Location::caller(), |x, y| x * y, false)
+    pub fn vmul(&mut self, l: &Span, a: Vrf, b: Vrf, dst: Vrf) -> Token {
+        self.binop(a, b, dst, l, |x, y| x * y, false)
     }
     /// dst = a + b (elementwise).
-    #[track_caller]
-    pub fn vadd(&mut self, a: Vrf, b: Vrf, dst: Vrf) -> Token {
-        self.binop(a, b, dst, Location::caller(), |x, y| x + y, false)
+    pub fn vadd(&mut self, l: &Span, a: Vrf, b: Vrf, dst: Vrf) -> Token {
+        self.binop(a, b, dst, l, |x, y| x + y, false)
     }
     /// dst = a · s[0] (s has length 1).
-    #[track_caller]
-    pub fn vmuls(&mut self, a: Vrf, s: Vrf, dst: Vrf) -> Token {
-        self.binop(a, s, dst, Location::caller(), |x, y| x * y, true)
+    pub fn vmuls(&mut self, l: &Span, a: Vrf, s: Vrf, dst: Vrf) -> Token {
+        self.binop(a, s, dst, l, |x, y| x * y, true)
     }
     /// dst = gelu_tanh(gate) · up.
-    #[track_caller]
-    pub fn vgeglu(&mut self, gate: Vrf, up: Vrf, dst: Vrf) -> Token {
-        self.binop(gate, up, dst, Location::caller(), |x, y| gelu_tanh(x) * y, false)
+    pub fn vgeglu(&mut self, l: &Span, gate: Vrf, up: Vrf, dst: Vrf) -> Token {
+        self.binop(gate, up, dst, l, |x, y| gelu_tanh(x) * y, false)
     }
     /// dst = src (copy within one slice's VRF).
-    #[track_caller]
-    pub fn vcopy(&mut self, src: Vrf, dst: Vrf) -> Token {
-        let l = Location::caller();
+    pub fn vcopy(&mut self, l: &Span, src: Vrf, dst: Vrf) -> Token {
         if !self.lens(l, src.len == dst.len, "src and dst equal lengths") {
             return Token { id: usize::MAX };
         }
@@ -1266,9 +1092,7 @@ impl Ctx {
         Token { id }
     }
     /// dst[i] = value.
-    #[track_caller]
-    pub fn vfill(&mut self, dst: Vrf, value: f32) -> Token {
-        let l = Location::caller();
+    pub fn vfill(&mut self, l: &Span, dst: Vrf, value: f32) -> Token {
         let id = match self.vop(l, &[], &[dst], vec![], dst.len) {
             Ok(i) => i,
             Err(t) => return t,
@@ -1280,9 +1104,7 @@ impl Ctx {
     }
     /// Rotary embedding of whole heads (half-split pairs (i, i+head_dim/2)),
     /// angle pos·theta^(-2i/head_dim).
-    #[track_caller]
-    pub fn vrope(&mut self, src: Vrf, dst: Vrf, pos: u32, head_dim: u32, theta: f32) -> Token {
-        let l = Location::caller();
+    pub fn vrope(&mut self, l: &Span, src: Vrf, dst: Vrf, pos: u32, head_dim: u32, theta: f32) -> Token {
         if !self.lens(l, src.len == dst.len && head_dim > 0 && head_dim % 2 == 0 && src.len % head_dim == 0, "src and dst equal lengths, a whole number of even-sized heads") {
             return Token { id: usize::MAX };
         }

@@ -2,8 +2,8 @@
 //! `NPU_SIM_PROFILE`): the last N commands to complete, with engine, issue,
 //! fixed-phase start/end, data start and completion.
 //!   cargo run --release --example timeline [qkv|ao|ff] [N]
-use npu::profile::Profile;
-use npu::sim::{Ctx, Mode};
+use npu_device::profile::Profile;
+use npu_device::sim::{Ctx, Mode};
 use npu::Shape;
 
 #[allow(dead_code)]
@@ -33,8 +33,9 @@ fn main() {
         "ff" => ff_fast::__npu_kernels()[0],
         _ => ao_fast::__npu_kernels()[0],
     };
+    let prog = npu::host::record(npu_device::runtime::launch_for(k, Shape::default(), &p, 1), &f);
     let mut ctx = Ctx::new(Mode::Trace, p.clone(), k, Shape::default(), 1);
-    f(&mut ctx);
+    npu_device::runtime::replay(&mut ctx, &prog);
     let end = ctx.dev.finish();
     let nd = p.clusters as usize * p.engines_per_cluster();
     let ns = p.slices();
@@ -52,7 +53,7 @@ fn main() {
     let tl = ctx.dev.timeline();
     let mut ids: Vec<usize> = (0..tl.len()).collect();
     ids.sort_by(|&x, &y| tl[x].3.partial_cmp(&tl[y].3).unwrap());
-    let min = npu::refk::weight_bytes(k, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle;
+    let min = npu_device::refk::weight_bytes(k, &Shape::default()) as f64 / p.hbm_sustained_bytes_per_cycle;
     println!("{} end {:.0} min {:.0} ratio {:.4} commands {} diags {}", k, end, min, end / min, tl.len(), ctx.diags.len());
     for d in ctx.diags.iter().take(5) {
         println!("  {} {} {:?}", d.code, d.msg, d.span.as_ref().map(|s| s.line));

@@ -1,0 +1,129 @@
+//! Running a kernel's host code: the compiled binary builds its program and streams it over
+//! a pipe; that program is the only thing taken from it. The host code runs with an empty
+//! environment, no stdin, its stderr discarded, in its own process group (killed, with
+//! everything it started, once the program is in), under a time limit. It is told the
+//! kernel, the shape, the launch position and the public hardware facts — never the seed.
+use npu::program::{Decoder, Limits, Program};
+use npu::Launch;
+use std::io::{BufRead, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+    fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
+}
+
+const SIGKILL: i32 = 9;
+const PR_SET_DUMPABLE: i32 = 4;
+
+/// Make this process non-dumpable: other processes of the same user (the kernel's host code)
+/// can then no longer open its /proc entries (fds, environment, memory) or ptrace it.
+pub fn harden_self() {
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes no pointers.
+    unsafe {
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+fn host_timeout() -> Duration {
+    let s = std::env::var("NPUC_HOST_TIMEOUT_SECS").ok().and_then(|s| s.parse::<f64>().ok()).filter(|&s| s > 0.0).unwrap_or(60.0);
+    Duration::from_secs_f64(s)
+}
+
+fn kill_group(pgid: u32) {
+    // SAFETY: kill(2) with a negative pid signals the process group; no memory is involved.
+    unsafe {
+        kill(-(pgid as i32), SIGKILL);
+    }
+}
+
+/// Run `bin`'s host code for `launch`; returns its program (possibly incomplete) or why none came.
+pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
+    let cwd = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
+    let mut cmd = Command::new(bin);
+    cmd.arg("host").args(npu::host::launch_args(launch)).env_clear().current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start the kernel binary: {}", e))?;
+    let pgid = child.id();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut d = Decoder::new(Limits::default());
+        let mut r = std::io::BufReader::with_capacity(1 << 16, stdout);
+        let mut line = Vec::with_capacity(256);
+        let res = loop {
+            line.clear();
+            // bounded line reads: a line longer than the limit is an error, not a memory sink
+            match std::io::Read::take(&mut r, 8192).read_until(b'\n', &mut line) {
+                Ok(0) => break Ok(()),
+                Ok(_) => {
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                    } else if line.len() >= 8192 {
+                        break Err("a program line is too long".to_string());
+                    }
+                    let text = match std::str::from_utf8(&line) {
+                        Ok(t) => t,
+                        Err(_) => break Err("the program is not valid UTF-8".into()),
+                    };
+                    if let Err(e) = d.line(text) {
+                        break Err(e);
+                    }
+                    if d.prog.complete {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(format!("reading the program: {}", e)),
+            }
+        };
+        let _ = tx.send(res.map(|_| d.prog));
+    });
+    let limit = host_timeout();
+    let got = rx.recv_timeout(limit);
+    kill_group(pgid);
+    let status = child.wait().ok();
+    match got {
+        Ok(Ok(p)) => {
+            if !p.complete {
+                if let Some(st) = status {
+                    if !st.success() {
+                        return Err(format!("the kernel's host code ended without finishing its program ({})", st));
+                    }
+                }
+            }
+            Ok(p)
+        }
+        Ok(Err(e)) => Err(format!("the kernel's program was rejected: {}", npu::program::cap(&e))),
+        Err(_) => Err(format!("the kernel's host code did not finish its program within {:.0} s", limit.as_secs_f64())),
+    }
+}
+
+/// The kernels a binary says it provides (names only; anything else it prints is ignored).
+pub fn list_kernels(bin: &Path) -> Result<Vec<String>, String> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("list").env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let pgid = child.id();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut names = vec![];
+        let mut r = std::io::BufReader::new(stdout.take(1 << 16));
+        let mut l = String::new();
+        while names.len() < 16 && r.read_line(&mut l).map(|n| n > 0).unwrap_or(false) {
+            let n = l.trim();
+            if npu_device::refk::KERNELS.contains(&n) || (n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+                names.push(n.to_string());
+            }
+            l.clear();
+        }
+        let _ = tx.send(names);
+    });
+    let names = rx.recv_timeout(host_timeout()).unwrap_or_default();
+    kill_group(pgid);
+    let _ = child.wait();
+    Ok(names)
+}
