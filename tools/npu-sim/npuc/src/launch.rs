@@ -13,10 +13,48 @@ use std::time::Duration;
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
     fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
+    fn syscall(num: i64, ...) -> i64;
 }
 
 const SIGKILL: i32 = 9;
 const PR_SET_DUMPABLE: i32 = 4;
+const PR_CAPBSET_DROP: i32 = 24;
+const PR_SET_NO_NEW_PRIVS: i32 = 38;
+#[cfg(target_arch = "x86_64")]
+const SYS_CAPSET: i64 = 126;
+#[cfg(target_arch = "aarch64")]
+const SYS_CAPSET: i64 = 91;
+
+/// In the kernel's process, before exec: no capabilities (even when npuc runs as root), and
+/// no way to gain any. Without CAP_SYS_PTRACE the host code cannot reach npuc's /proc entries.
+/// Only async-signal-safe calls (prctl, syscall) happen here.
+fn drop_privileges() {
+    // SAFETY: plain syscalls with integer arguments and pointers to live stack arrays.
+    unsafe {
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        for cap in 0..64u64 {
+            prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            let header: [u32; 2] = [0x2008_0522, 0]; // _LINUX_CAPABILITY_VERSION_3, this process
+            let data: [u32; 6] = [0; 6];
+            syscall(SYS_CAPSET, header.as_ptr(), data.as_ptr());
+        }
+    }
+}
+
+fn confine(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    // SAFETY: the closure only makes syscalls (see drop_privileges).
+    unsafe {
+        cmd.pre_exec(|| {
+            drop_privileges();
+            Ok(())
+        });
+    }
+}
 
 /// Make this process non-dumpable: other processes of the same user (the kernel's host code)
 /// can then no longer open its /proc entries (fds, environment, memory) or ptrace it.
@@ -44,7 +82,7 @@ pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
     let cwd = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
     let mut cmd = Command::new(bin);
     cmd.arg("host").args(npu::host::launch_args(launch)).env_clear().current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    confine(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("cannot start the kernel binary: {}", e))?;
     let pgid = child.id();
     let stdout = child.stdout.take().expect("piped stdout");
@@ -104,7 +142,7 @@ pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
 pub fn list_kernels(bin: &Path) -> Result<Vec<String>, String> {
     let mut cmd = Command::new(bin);
     cmd.arg("list").env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    confine(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| e.to_string())?;
     let pgid = child.id();
     let stdout = child.stdout.take().expect("piped stdout");
