@@ -1,5 +1,5 @@
-// Adversarial: attention_output that writes zeros into `out`. Where the reference is small, a
-// loose absolute tolerance would let it through; the magnitude check must not.
+// adversarial: zero output: writes zeros into `out`; where the reference is small a loose absolute tolerance would let it through, the magnitude check must not
+// expect: rejected
 use npu::*;
 
 fn ao(k: &mut Ctx) {

@@ -1,5 +1,5 @@
-// Adversarial: attention_output that ignores its inputs and writes a constant of plausible
-// magnitude (|out| ~ 1, as the reference) into `out`.
+// adversarial: input ignored: ignores its inputs and writes a constant of plausible magnitude (|out| ~ 1, as the reference) into `out`
+// expect: rejected
 use npu::*;
 
 fn ao(k: &mut Ctx) {

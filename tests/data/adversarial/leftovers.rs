@@ -1,6 +1,5 @@
-// Adversarial: attention_output that never writes `out`. On a device that does not clear
-// outputs it "returns" whatever the previous run left there; npu-sim poisons outputs with NaN
-// unless run with the hidden --no-poison flag (then they hold seed 0's results).
+// adversarial: leftovers: never writes `out`: on a device that does not clear outputs it returns what the previous run left there (npu-sim poisons outputs with NaN unless run with the hidden --no-poison)
+// expect: rejected
 use npu::*;
 
 fn ao(k: &mut Ctx) {

@@ -1,5 +1,5 @@
-// Adversarial: attention_output whose normalisation divides zero by zero (RMS of a zero vector
-// with eps = 0), so every element of `out` is NaN.
+// adversarial: non-finite output: normalises with eps = 0 the RMS of a zero vector, so every element of `out` is NaN
+// expect: rejected
 use npu::*;
 
 fn ao(k: &mut Ctx) {
