@@ -47,9 +47,25 @@ pub fn launch_for(kernel: &str, shape: Shape, p: &Profile, seed: u64) -> Launch 
     Launch { kernel: kernel.to_string(), shape, pos: launch_pos(kernel, &shape, seed), hw: hw_of(p) }
 }
 
+/// The device stops at a legality error by unwinding with `Abort`; that is not a crash, so the
+/// panic hook stays silent for it (other panics are reported as before).
+fn quiet_aborts() {
+    use std::sync::Once;
+    static O: Once = Once::new();
+    O.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<Abort>().is_none() {
+                prev(info);
+            }
+        }));
+    });
+}
+
 /// Replay `prog` on `ctx`: every op through the device's own checks; a legality error in exec
 /// mode ends the replay (as it stops the device).
 pub fn replay(ctx: &mut Ctx, prog: &Program) {
+    quiet_aborts();
     let spans: Vec<Span> = prog.files.iter().map(|f| Span::new(f, 0, 0)).collect();
     let at = |sp: &npu::program::SpanRef| -> Span {
         let mut s = spans.get(sp.file as usize).cloned().unwrap_or_else(|| Span::new("?", 0, 0));
