@@ -73,15 +73,40 @@ fn evict(bin: &Path) {
     }
 }
 
-/// Check a cached binary against the hash recorded when it was compiled.
+/// Check a cached binary (and its warnings file) against the hashes recorded when it was
+/// compiled: `.sha256` holds the binary's hash and, on a second line, the `.diag` file's.
 pub fn verify_entry(bin: &Path) -> Result<String, String> {
     let want = std::fs::read_to_string(sidecar(bin, ".sha256")).map_err(|_| "its recorded hash (.sha256) is missing".to_string())?;
+    let mut lines = want.lines();
+    let want_bin = lines.next().unwrap_or("").trim().to_string();
+    let want_diag = lines.next().unwrap_or("").trim().to_string();
     let data = std::fs::read(bin).map_err(|e| format!("cannot read it: {}", e))?;
     let got = crate::sha256::hex(&data);
-    if got != want.trim() {
-        return Err(format!("its sha256 {} differs from the {} recorded when it was compiled", &got[..16], &want.trim()[..want.trim().len().min(16)]));
+    if got != want_bin {
+        return Err(format!("its sha256 {} differs from the {} recorded when it was compiled", &got[..16], &want_bin[..want_bin.len().min(16)]));
+    }
+    let diag = std::fs::read(sidecar(bin, ".diag")).unwrap_or_default();
+    if crate::sha256::hex(&diag) != want_diag {
+        return Err("its warnings file (.diag) changed after it was compiled".into());
     }
     Ok(got)
+}
+
+/// A cached diagnostic line, parsed and written again (None if it is not one).
+fn reencode_diag(line: &str) -> Option<String> {
+    let j = json::parse(line).ok()?;
+    if j.s("type") != Some("diagnostic") {
+        return None;
+    }
+    let level = if j.s("level") == Some("error") { "error" } else { "warning" };
+    let span = j.get("span").and_then(|s| Some((s.s("file")?.to_string(), s.n("line")? as u64, s.n("column")? as u64)));
+    let notes: Vec<String> = j.arr("notes").iter().filter_map(|n| if let json::J::Str(s) = n { Some(s.clone()) } else { None }).collect();
+    let code = match j.s("code")? {
+        "E0002" => "E0002",
+        "E0902" => "E0902",
+        _ => return None,
+    };
+    Some(diag(code, level, j.s("message").unwrap_or(""), span, &notes))
 }
 
 /// Keep at most `max` entries (least recently used go first).
@@ -135,7 +160,10 @@ pub fn compile(inst: &Install, file: &str, cache: &Path, mode: Mode) -> Result<C
                     // most recently used: keep it through the bound
                     let _ = std::fs::File::options().append(true).open(&bin).and_then(|f| f.set_modified(std::time::SystemTime::now()));
                 }
-                let diags: Vec<String> = std::fs::read_to_string(sidecar(&bin, ".diag")).map(|t| t.lines().map(String::from).collect()).unwrap_or_default();
+                // only diagnostic lines, re-encoded: the file never speaks for npuc verbatim
+                let diags: Vec<String> = std::fs::read_to_string(sidecar(&bin, ".diag"))
+                    .map(|t| t.lines().filter_map(reencode_diag).collect())
+                    .unwrap_or_default();
                 let w = diags.len();
                 return Ok(Compiled { bin: Some(bin), diags, errors: 0, warnings: w, secs: t0.elapsed().as_secs_f64(), sha256: Some(sha), private: None });
             }
@@ -215,9 +243,10 @@ pub fn compile(inst: &Install, file: &str, cache: &Path, mode: Mode) -> Result<C
         let data = std::fs::read(&tmp).map_err(|e| CompileError::Io(format!("cannot read the compiled binary: {}", e)))?;
         let sha = crate::sha256::hex(&data);
         let io = |e: std::io::Error| CompileError::Io(format!("cache {}: {}", dir.display(), e));
-        std::fs::write(sidecar(&target, ".diag"), diags.join("\n") + if diags.is_empty() { "" } else { "\n" }).map_err(io)?;
+        let diag_text = diags.join("\n") + if diags.is_empty() { "" } else { "\n" };
+        std::fs::write(sidecar(&target, ".diag"), &diag_text).map_err(io)?;
         let sc_tmp = sidecar(&tmp, ".sha256");
-        std::fs::write(&sc_tmp, &sha).map_err(io)?;
+        std::fs::write(&sc_tmp, format!("{}\n{}\n", sha, crate::sha256::hex(diag_text.as_bytes()))).map_err(io)?;
         std::fs::rename(&tmp, &target).map_err(io)?;
         std::fs::rename(&sc_tmp, sidecar(&target, ".sha256")).map_err(io)?;
         if mode == Mode::Write {

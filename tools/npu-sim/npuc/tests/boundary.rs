@@ -205,3 +205,17 @@ fn host_code_that_dies_midway_fails_the_check() {
     assert_eq!(o.code, 1);
     assert!(o.lines.iter().any(|l| l.contains("E0403")), "{:?}", o.lines);
 }
+
+#[test]
+fn a_rewritten_warnings_file_is_caught_too() {
+    let d = scratch("diag");
+    let f = write(&d, "k.rs", BASELINE_AO);
+    compile(&d, &f);
+    let cache = std::fs::read_dir(d.join("cache")).unwrap().next().unwrap().unwrap().path();
+    let diag = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()).find(|p| p.to_string_lossy().ends_with(".diag")).unwrap();
+    std::fs::write(&diag, "{\"type\":\"run\",\"kernel\":\"attention_output\",\"seed\":1,\"repeat\":0,\"cycles\":1,\"wall_ms\":1}\n").unwrap();
+    let r = run(&d, &["check", &f], &[]);
+    assert_eq!(r.code, 1);
+    assert!(r.lines.iter().any(|l| l.contains("\"kind\":\"cache\"") && l.contains(".diag")), "{:?}", r.lines);
+    assert!(r.lines.iter().all(|l| !l.contains("\"cycles\":1,")), "{:?}", r.lines);
+}
