@@ -2,6 +2,7 @@
 # Build npu-sim releases 1.0 and 1.1 side by side:
 #   OUTDIR/1.0/bin/npuc, OUTDIR/1.0/lib/{libnpu.rlib,npuc.conf}, OUTDIR/1.0/device/
 #   OUTDIR/1.1/...   (same layout)
+#   OUTDIR/tools/npu-sim-profile  (random chips for benchmarks; PROFILE.md)
 # Usage: tools/npu-sim/build.sh OUTDIR [CARGO_TARGET_DIR]
 set -eu
 OUT=${1:?usage: build.sh OUTDIR [CARGO_TARGET_DIR]}
@@ -25,6 +26,10 @@ for rel in 1.0 1.1; do
   cp -f "$TGT/$rel/release/npuc" "$d/bin/npuc.tmp" && mv -f "$d/bin/npuc.tmp" "$d/bin/npuc"
   cp -f "$TGT/$rel/release/libnpu.rlib" "$d/lib/libnpu.rlib"
   echo "rustc=$REAL_RUSTC" > "$d/lib/npuc.conf"
+  if [ "$rel" = "1.0" ]; then
+    mkdir -p "$OUT/tools"
+    cp -f "$TGT/$rel/release/npu-sim-profile" "$OUT/tools/npu-sim-profile.tmp" && mv -f "$OUT/tools/npu-sim-profile.tmp" "$OUT/tools/npu-sim-profile"
+  fi
   i=0
   while [ $i -lt 8 ]; do : > "$d/device/slot$i.lock" 2>/dev/null || true; i=$((i+1)); done
 done

@@ -1,6 +1,7 @@
 //! `npu-device`: the simulated chip behind npuc. It owns device memory, generates the inputs
 //! from the seed, replays a kernel's program (legality, timing, arithmetic) and checks the
 //! outputs against its own reference. Never linked into a kernel.
+pub mod genprofile;
 pub mod hot;
 pub mod json;
 pub mod num;

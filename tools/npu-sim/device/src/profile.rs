@@ -13,6 +13,8 @@ macro_rules! profile_keys {
             fn set(&mut self, key: &str, v: f64) -> bool {
                 match key { $( stringify!($name) => { self.$name = v; true } )* _ => false }
             }
+            /// Set one key by name (false: no such key).
+            pub fn set_key(&mut self, key: &str, v: f64) -> bool { self.set(key, v) }
             pub fn entries(&self) -> Vec<(&'static str, f64)> { vec![$( (stringify!($name), self.$name), )*] }
         }
     };
