@@ -346,9 +346,31 @@ pub fn main(out: &Out, json_out: bool, quick: bool, other: Option<String>, prof:
         let p = wr("E0401.rs", E0401_SRC);
         let a = npuc(&v10, &["check", &p], None);
         let b = npuc(&v11, &["check", &p], None);
-        let ok = a.rc == 0 && codes(&b).first().map(|c| c == "E0401").unwrap_or(false);
+        // the E0401 diagnostics' machine-applicable fix-its, applied from the end of the file
+        // backwards, must give a file that 1.1 accepts
+        let mut fixes: Vec<(usize, usize, String)> = vec![];
+        for d in b.lines.iter().filter(|j| j.s("code") == Some("E0401")) {
+            for c in d.arr("children") {
+                for sp in c.arr("spans") {
+                    if let (Some(b0), Some(b1), Some(r), Some("MachineApplicable")) = (sp.n("byte_start"), sp.n("byte_end"), sp.s("suggested_replacement"), sp.s("suggestion_applicability")) {
+                        fixes.push((b0 as usize, b1 as usize, r.to_string()));
+                    }
+                }
+            }
+        }
+        fixes.sort();
+        fixes.dedup();
+        let mut fixed = E0401_SRC.to_string();
+        for (b0, b1, r) in fixes.iter().rev() {
+            if *b1 <= fixed.len() && fixed.is_char_boundary(*b0) && fixed.is_char_boundary(*b1) {
+                fixed.replace_range(*b0..*b1, r);
+            }
+        }
+        let pf = wr("E0401_fixed.rs", &fixed);
+        let c = npuc(&v11, &["check", &pf], None);
+        let ok = a.rc == 0 && codes(&b).first().map(|c| c == "E0401").unwrap_or(false) && !fixes.is_empty() && c.rc == 0;
         all_ok &= ok;
-        emit(format!("{{\"type\":\"bench_rule\",\"code\":\"E0401\",\"file\":\"fixtures/illegal/E0401.rs\",\"via\":\"npuc 1.0 check / npuc 1.1 check\",\"check_1_0_ok\":{},\"diagnostics\":[{}],\"first_message\":{},\"ok\":{}}}", a.rc == 0, codes(&b).iter().map(|c| esc(c)).collect::<Vec<_>>().join(","), esc(&first_msg(&b)), ok));
+        emit(format!("{{\"type\":\"bench_rule\",\"code\":\"E0401\",\"file\":\"fixtures/illegal/E0401.rs\",\"via\":\"npuc 1.0 check / npuc 1.1 check\",\"check_1_0_ok\":{},\"diagnostics\":[{}],\"first_message\":{},\"fixits\":{},\"check_1_1_fixed_ok\":{},\"ok\":{}}}", a.rc == 0, codes(&b).iter().map(|c| esc(c)).collect::<Vec<_>>().join(","), esc(&first_msg(&b)), fixes.len(), c.rc == 0, ok));
         let p8 = wr("packet_8k.rs", PK8_SRC);
         let p4 = wr("packet_4k.rs", &PK8_SRC.replace("256 * 1024, 8192)", "256 * 1024, 4096)"));
         let c10 = npuc(&v10, &["check", &p8], None);

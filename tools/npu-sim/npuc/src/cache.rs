@@ -228,16 +228,30 @@ pub fn compile(inst: &Install, file: &str, cache: &Path, mode: Mode) -> Result<C
                 dnotes.push(format!("{}: {}", c.s("level").unwrap_or("note"), m));
             }
         }
-        let (code, msg) = match crate::renamed(&msg) {
-            Some((old, new)) if level == "error" => ("E0401", format!("`{}` was renamed to `{}` in npuc {}; update the kernel", old, new, npu::RELEASE)),
-            _ => (if level == "error" { "E0001" } else { "E0002" }, msg),
-        };
         if level == "error" {
             errors += 1;
         } else {
             warnings += 1;
         }
-        diags.push(diag(code, level, &msg, span, &dnotes));
+        match crate::renamed(&msg) {
+            Some((old, new)) if level == "error" => {
+                let msg = format!("`{}` was renamed to `{}` in npuc {}; update the kernel", old, new, npu::RELEASE);
+                // a fix-it where the primary span is exactly the old name in this file
+                let fix = j.arr("spans").iter().find(|s| s.b("is_primary") == Some(true)).and_then(|s| {
+                    let (b0, b1) = (s.n("byte_start")? as usize, s.n("byte_end")? as usize);
+                    let named = s.s("file_name")?;
+                    if named != file || src.get(b0..b1) != Some(old.as_bytes()) {
+                        return None;
+                    }
+                    Some(crate::FixIt { file: named.to_string(), byte_start: b0 as u64, byte_end: b1 as u64, line: s.n("line_start")? as u64, column_start: s.n("column_start")? as u64, column_end: s.n("column_end")? as u64, replacement: new.to_string() })
+                });
+                match fix {
+                    Some(f) => diags.push(crate::diag_fix("E0401", level, &msg, span, &dnotes, &format!("use `{}`", new), &[f])),
+                    None => diags.push(diag("E0401", level, &msg, span, &dnotes)),
+                }
+            }
+            _ => diags.push(diag(if level == "error" { "E0001" } else { "E0002" }, level, &msg, span, &dnotes)),
+        }
     }
     if out.status.success() && errors == 0 {
         let data = std::fs::read(&tmp).map_err(|e| CompileError::Io(format!("cannot read the compiled binary: {}", e)))?;

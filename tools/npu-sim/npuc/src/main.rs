@@ -62,6 +62,13 @@ fn human(line: &str) -> String {
                     s += &format!("\n  = note: {}", n);
                 }
             }
+            for c in j.arr("children") {
+                for sp in c.arr("spans") {
+                    if let Some(r) = sp.s("suggested_replacement") {
+                        s += &format!("\n  = {}: {}:{}:{}: replace with `{}` ({})", c.s("level").unwrap_or("help"), sp.s("file_name").unwrap_or("?"), num(sp.n("line_start").unwrap_or(0.0)), num(sp.n("column_start").unwrap_or(0.0)), r, sp.s("suggestion_applicability").unwrap_or("?"));
+                    }
+                }
+            }
             s
         }
         "check" => format!(
@@ -116,6 +123,40 @@ pub fn diag(code: &str, level: &str, msg: &str, span: Option<(String, u64, u64)>
     let msg = &cut(msg, DIAG_MESSAGE_MAX);
     let n: Vec<String> = notes.iter().take(DIAG_NOTES_MAX).map(|x| esc(&cut(x, DIAG_NOTE_MAX))).collect();
     format!("{{\"type\":\"diagnostic\",\"level\":{},\"code\":{},\"message\":{},\"span\":{},\"quantities\":[],\"notes\":[{}]}}", esc(level), esc(code), esc(msg), sp, n.join(","))
+}
+
+/// A machine-applicable suggestion, in rustc's JSON manner: replace bytes
+/// `byte_start..byte_end` (line/column 1-based, end exclusive) of `file` with `replacement`.
+pub struct FixIt {
+    pub file: String,
+    pub byte_start: u64,
+    pub byte_end: u64,
+    pub line: u64,
+    pub column_start: u64,
+    pub column_end: u64,
+    pub replacement: String,
+}
+
+/// A diagnostic with rustc-style `children` carrying suggestions.
+pub fn diag_fix(code: &str, level: &str, msg: &str, span: Option<(String, u64, u64)>, notes: &[String], help: &str, fixes: &[FixIt]) -> String {
+    let base = diag(code, level, msg, span, notes);
+    let spans: Vec<String> = fixes
+        .iter()
+        .map(|f| {
+            format!(
+                "{{\"file_name\":{},\"byte_start\":{},\"byte_end\":{},\"line_start\":{},\"line_end\":{},\"column_start\":{},\"column_end\":{},\"suggested_replacement\":{},\"suggestion_applicability\":\"MachineApplicable\"}}",
+                esc(&cut(&f.file, 300)),
+                f.byte_start,
+                f.byte_end,
+                f.line,
+                f.line,
+                f.column_start,
+                f.column_end,
+                esc(&f.replacement)
+            )
+        })
+        .collect();
+    format!("{},\"children\":[{{\"level\":\"help\",\"message\":{},\"spans\":[{}]}}]}}", &base[..base.len() - 1], esc(&cut(help, DIAG_NOTE_MAX)), spans.join(","))
 }
 
 /// Where this npuc's pieces are.
