@@ -96,9 +96,12 @@ int run_main(int argc, char** argv) {
     auto* bench = app.add_subcommand("bench", "Benchmarks that print npuopt's figure beside the one it is compared with: "
                                               "kb (fitted vs true hardware values), acceptance (the judge vs naive "
                                               "rules), search (npuopt vs random search and hill-climbing)");
-    bench->add_option("what", bench_options.what, "kb | acceptance | search")
+    bench->add_option("what", bench_options.what, "kb | acceptance | search | adversarial (the adversarial "
+                                                  "corpus and honest controls through the cascade)")
         ->required()
-        ->check(CLI::IsMember({"kb", "acceptance", "search"}));
+        ->check(CLI::IsMember({"kb", "acceptance", "search", "adversarial"}));
+    std::string bench_dir;
+    bench->add_option("--dir", bench_dir, "adversarial: the corpus folder (default tests/data/adversarial)");
     auto* bench_device_runs_option =
         bench->add_option("--device-runs", bench_device_runs, "search: device-run budget per strategy and kernel");
     bench->add_option("args", bench_options.extra_args, "Further arguments for the benchmark program (after --)");
@@ -221,5 +224,6 @@ int run_main(int argc, char** argv) {
         return k_exit_failure;
     }
 }
+            if (!bench_dir.empty()) bench_options.extra_args.insert(bench_options.extra_args.begin(), {"--dir", bench_dir});
 
 }  // namespace npuopt::cli

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_adversarial.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 
@@ -50,6 +51,7 @@ std::optional<fs::path> find_program(const fs::path& dir, const std::vector<std:
 }  // namespace
 
 int run_bench(const GlobalOptions& global, const BenchOptions& options) {
+    if (options.what == "adversarial") return run_bench_adversarial(global, options);
     const fs::path dir = self_dir(options.argv0);
     std::vector<std::string> args;
     if (global.json) args.push_back("--json");
@@ -78,7 +80,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
         build_target = "npuopt_bench_search";
     } else {
         throw Error(ErrorKind::invalid_input,
-                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance or search)", options.what));
+                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search or adversarial)", options.what));
     }
     if (auto program = find_program(dir, names)) exec_program(*program, args);
     throw Error(ErrorKind::io, fmt::format("bench {}: the benchmark program {} is not built beside {} (build it with "
