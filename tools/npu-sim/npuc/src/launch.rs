@@ -14,12 +14,15 @@ extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
     fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
     fn syscall(num: i64, ...) -> i64;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
 }
 
 const SIGKILL: i32 = 9;
 const PR_SET_DUMPABLE: i32 = 4;
 const PR_CAPBSET_DROP: i32 = 24;
 const PR_SET_NO_NEW_PRIVS: i32 = 38;
+const PR_SET_CHILD_SUBREAPER: i32 = 36;
+const WNOHANG: i32 = 1;
 #[cfg(target_arch = "x86_64")]
 const SYS_CAPSET: i64 = 126;
 #[cfg(target_arch = "aarch64")]
@@ -57,11 +60,61 @@ fn confine(cmd: &mut Command) {
 }
 
 /// Make this process non-dumpable: other processes of the same user (the kernel's host code)
-/// can then no longer open its /proc entries (fds, environment, memory) or ptrace it.
+/// can then no longer open its /proc entries (fds, environment, memory) or ptrace it. And a
+/// subreaper: whatever the host code leaves behind (a double-forked daemon) becomes our child,
+/// so it can be found and ended.
 pub fn harden_self() {
-    // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes no pointers.
+    // SAFETY: prctl with integer arguments only.
     unsafe {
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Our child processes (scanning /proc: `children` files need CONFIG_PROC_CHILDREN).
+fn children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut kids = vec![];
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let pid: i32 = match e.file_name().to_string_lossy().parse() {
+                Ok(p) => p,
+                Err(_) => continue,
+            };
+            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", pid)) {
+                // pid (comm) state ppid ...: comm may hold spaces and parentheses
+                if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
+                    if rest.split_whitespace().nth(1).and_then(|x| x.parse::<i32>().ok()) == Some(me) {
+                        kids.push(pid);
+                    }
+                }
+            }
+        }
+    }
+    kids
+}
+
+/// End every process the host code left behind (they are ours: we are their subreaper).
+fn reap_strays() {
+    for _ in 0..100 {
+        let kids = children();
+        if kids.is_empty() {
+            return;
+        }
+        for k in kids {
+            // SAFETY: kill and waitpid on our own children, with a stack status word.
+            unsafe {
+                kill(k, SIGKILL);
+                let mut st = 0i32;
+                waitpid(k, &mut st, WNOHANG);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        // SAFETY: reap whatever has exited.
+        unsafe {
+            let mut st = 0i32;
+            while waitpid(-1, &mut st, WNOHANG) > 0 {}
+        }
     }
 }
 
@@ -122,6 +175,7 @@ pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
     let got = rx.recv_timeout(limit);
     kill_group(pgid);
     let status = child.wait().ok();
+    reap_strays();
     match got {
         Ok(Ok(p)) => {
             if !p.complete {
@@ -163,5 +217,6 @@ pub fn list_kernels(bin: &Path) -> Result<Vec<String>, String> {
     let names = rx.recv_timeout(host_timeout()).unwrap_or_default();
     kill_group(pgid);
     let _ = child.wait();
+    reap_strays();
     Ok(names)
 }

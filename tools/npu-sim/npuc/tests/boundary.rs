@@ -7,6 +7,11 @@ use std::process::Command;
 /// npuc as built; when the DSL library is not beside it (`cargo test -p npuc` builds it only
 /// under deps/), an install layout (bin/npuc, lib/libnpu.rlib) of its own in the temp dir.
 fn npuc() -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(install_layout).clone()
+}
+
+fn install_layout() -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_npuc"));
     let dir = exe.parent().unwrap();
     if dir.join("libnpu.rlib").exists() {
@@ -27,10 +32,9 @@ fn npuc() -> PathBuf {
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::create_dir_all(root.join("lib")).unwrap();
     let bin = root.join("bin/npuc");
-    if !bin.exists() {
-        std::fs::copy(&exe, &bin).unwrap();
-        std::fs::copy(&rlib, root.join("lib/libnpu.rlib")).unwrap();
-    }
+    std::fs::copy(&exe, root.join("bin/npuc.tmp")).unwrap();
+    std::fs::rename(root.join("bin/npuc.tmp"), &bin).unwrap();
+    std::fs::copy(&rlib, root.join("lib/libnpu.rlib")).unwrap();
     bin
 }
 
@@ -218,4 +222,24 @@ fn a_rewritten_warnings_file_is_caught_too() {
     assert_eq!(r.code, 1);
     assert!(r.lines.iter().any(|l| l.contains("\"kind\":\"cache\"") && l.contains(".diag")), "{:?}", r.lines);
     assert!(r.lines.iter().all(|l| !l.contains("\"cycles\":1,")), "{:?}", r.lines);
+}
+
+#[test]
+fn nothing_the_host_code_starts_outlives_the_launch() {
+    let d = scratch("daemon");
+    let marker = d.join("daemon-alive");
+    // a shell daemon in a new session (setsid), so it leaves the kernel's process group
+    let f = write(
+        &d,
+        "daemon.rs",
+        &baseline_with(&format!(
+            "    let _ = std::process::Command::new(\"/bin/sh\").arg(\"-c\").arg(\"setsid /bin/sh -c 'sleep 3; echo alive > {}' &\").status();",
+            marker.display()
+        )),
+    );
+    compile(&d, &f);
+    let o = run(&d, &["run", &f, "--kernel", "attention_output", "--seed", "1", "--check"], &[]);
+    assert_eq!(o.code, 0, "{:?}", o.lines);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert!(!marker.exists(), "a daemon started by the host code outlived the launch");
 }
