@@ -32,7 +32,7 @@ pub struct Ctx {
     next_token: usize,
     files: Vec<String>,
     ops: Vec<(Op, SpanRef)>,
-    out: Option<std::io::BufWriter<std::io::Stdout>>,
+    out: Option<std::io::BufWriter<Box<dyn Write>>>,
     sent: usize,
 }
 
@@ -50,10 +50,10 @@ impl Ctx {
         Ctx { launch, tensors, hbm_top: addr, dm_top: vec![0; n], vrf_top: vec![0; n], trf_top: vec![0; n], next_token: 0, files: vec![], ops: vec![], out: None, sent: 0 }
     }
 
-    /// A builder that streams the program to stdout as it is built (the kernel binary's mode).
-    pub(crate) fn streaming(launch: Launch) -> Ctx {
+    /// A builder that streams the program to `sink` as it is built (the kernel binary's mode).
+    pub(crate) fn streaming(launch: Launch, sink: Box<dyn Write>) -> Ctx {
         let mut c = Ctx::new(launch);
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, sink);
         let _ = writeln!(w, "{}", HEADER);
         c.out = Some(w);
         c

@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! BIN list                                         kernel names, one per line
-//! BIN host KERNEL H,F,QH,KVH,HD,CL POS HW          the program on stdout (program.rs)
+//! BIN host KERNEL H,F,QH,KVH,HD,CL POS HW          the program on fd 3 (program.rs)
 //! ```
+//!
+//! The program goes to file descriptor 3, which npuc opens for it; the host code's own
+//! stdout and stderr are free for its debugging output (npuc discards them).
 //!
 //! HW is the 13 public facts of `HwInfo`, comma-separated, in declaration order.
 use crate::ctx::{Ctx, Launch, Stop};
@@ -125,6 +128,24 @@ pub fn launch_args(l: &Launch) -> Vec<String> {
     ]
 }
 
+extern "C" {
+    fn fcntl(fd: i32, cmd: i32, ...) -> i32;
+}
+const PROGRAM_FD: i32 = 3;
+const F_GETFD: i32 = 1;
+
+/// Where the program goes: fd 3 when npuc opened it, else stdout (a binary run by hand).
+fn program_sink() -> Box<dyn std::io::Write> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl(F_GETFD) only asks whether the descriptor is open.
+    if unsafe { fcntl(PROGRAM_FD, F_GETFD) } >= 0 {
+        // SAFETY: fd 3 is open and handed to us for this purpose; nothing else owns it.
+        Box::new(unsafe { std::fs::File::from_raw_fd(PROGRAM_FD) })
+    } else {
+        Box::new(std::io::stdout())
+    }
+}
+
 /// `main` of a compiled kernel file.
 pub fn main(kernels: &[(&'static str, KernelFn)]) {
     let a: Vec<String> = std::env::args().collect();
@@ -140,7 +161,7 @@ pub fn main(kernels: &[(&'static str, KernelFn)]) {
                 Some((_, f)) => *f,
                 None => fail(format!("kernel {} not provided", launch.kernel)),
             };
-            let mut ctx = Ctx::streaming(launch);
+            let mut ctx = Ctx::streaming(launch, program_sink());
             let done = run_host(&mut ctx, &f);
             ctx.finish_stream(done);
         }

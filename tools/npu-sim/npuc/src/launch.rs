@@ -15,7 +15,13 @@ extern "C" {
     fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
     fn syscall(num: i64, ...) -> i64;
     fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn dup2(old: i32, new: i32) -> i32;
+    fn fcntl(fd: i32, cmd: i32, ...) -> i32;
 }
+
+/// The descriptor the kernel binary writes its program to (npu::host).
+const PROGRAM_FD: i32 = 3;
+const F_SETFD: i32 = 2;
 
 const SIGKILL: i32 = 9;
 const PR_SET_DUMPABLE: i32 = 4;
@@ -47,12 +53,20 @@ fn drop_privileges() {
     }
 }
 
-fn confine(cmd: &mut Command) {
+/// `program_fd`: the write end of the program pipe, to become fd 3 in the child.
+fn confine(cmd: &mut Command, program_fd: Option<i32>) {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
-    // SAFETY: the closure only makes syscalls (see drop_privileges).
+    // SAFETY: the closure only makes syscalls (dup2, fcntl, see drop_privileges).
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if let Some(fd) = program_fd {
+                if fd == PROGRAM_FD {
+                    fcntl(PROGRAM_FD, F_SETFD, 0); // clear close-on-exec
+                } else if dup2(fd, PROGRAM_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             drop_privileges();
             Ok(())
         });
@@ -134,11 +148,17 @@ fn kill_group(pgid: u32) {
 pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
     let cwd = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
     let mut cmd = Command::new(bin);
-    cmd.arg("host").args(npu::host::launch_args(launch)).env_clear().current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-    confine(&mut cmd);
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start the kernel binary: {}", e))?;
+    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the program pipe: {}", e))?;
+    cmd.arg("host").args(npu::host::launch_args(launch)).env_clear().current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    {
+        use std::os::fd::AsRawFd;
+        confine(&mut cmd, Some(writer.as_raw_fd()));
+    }
+    let spawned = cmd.spawn();
+    drop(writer); // the child holds the only write end: EOF when it (and its children) are gone
+    let mut child = spawned.map_err(|e| format!("cannot start the kernel binary: {}", e))?;
     let pgid = child.id();
-    let stdout = child.stdout.take().expect("piped stdout");
+    let stdout = reader;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut d = Decoder::new(Limits::default());
@@ -196,7 +216,7 @@ pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
 pub fn list_kernels(bin: &Path) -> Result<Vec<String>, String> {
     let mut cmd = Command::new(bin);
     cmd.arg("list").env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-    confine(&mut cmd);
+    confine(&mut cmd, None);
     let mut child = cmd.spawn().map_err(|e| e.to_string())?;
     let pgid = child.id();
     let stdout = child.stdout.take().expect("piped stdout");

@@ -112,10 +112,12 @@ fn spoofed_output_and_forged_results_are_not_parsed() {
     let a = run(&d, &["run", &honest, "--kernel", "attention_output", "--seed", "9", "--check"], &[]);
     let b = run(&d, &["run", &spoof, "--kernel", "attention_output", "--seed", "9", "--check"], &[]);
     assert_eq!(a.code, 0, "{:?}", a.lines);
-    // a print on stdout breaks the program stream: the kernel fails, nothing it printed is reported
+    // what the host code prints is discarded: the launch reports the device's own cycles
+    assert_eq!(b.code, 0, "{:?}", b.lines);
     assert!(b.lines.iter().all(|l| !l.contains("\"cycles\":1,")), "{:?}", b.lines);
-    assert!(b.lines.iter().all(|l| !l.contains("\"passed\":true")), "{:?}", b.lines);
-    assert_ne!(b.code, 0);
+    assert_eq!(b.lines.iter().filter(|l| l.contains("\"type\":\"run\"")).count(), 1, "{:?}", b.lines);
+    let (ca, cb) = (cycles(&a)[0], cycles(&b)[0]);
+    assert!((cb / ca - 1.0).abs() < 0.1, "spoofing kernel {} vs honest {}", cb, ca);
 }
 
 #[test]
