@@ -144,8 +144,35 @@ fn kill_group(pgid: u32) {
     }
 }
 
+/// Why a launch's host code gave no program.
+pub enum HostError {
+    /// the binary does not provide the kernel (it said so and exited, sending nothing)
+    NotProvided,
+    Failed(String),
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            HostError::NotProvided => write!(f, "the file does not provide this kernel"),
+            HostError::Failed(m) => write!(f, "{}", m),
+        }
+    }
+}
+
 /// Run `bin`'s host code for `launch`; returns its program (possibly incomplete) or why none came.
-pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
+pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, HostError> {
+    run_host_inner(bin, launch).map_err(HostError::Failed).and_then(|(p, code)| {
+        // npu::host::main exits 9 before sending anything when the kernel is not in the file
+        if code == Some(9) && p.files.is_empty() && p.ops.is_empty() && !p.complete {
+            Err(HostError::NotProvided)
+        } else {
+            Ok(p)
+        }
+    })
+}
+
+fn run_host_inner(bin: &Path, launch: &Launch) -> Result<(Program, Option<i32>), String> {
     let cwd = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
     let mut cmd = Command::new(bin);
     let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the program pipe: {}", e))?;
@@ -198,14 +225,15 @@ pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, String> {
     reap_strays();
     match got {
         Ok(Ok(p)) => {
-            if !p.complete {
+            let code = status.and_then(|s| s.code());
+            if !p.complete && !(p.files.is_empty() && p.ops.is_empty() && code == Some(9)) {
                 if let Some(st) = status {
                     if !st.success() {
                         return Err(format!("the kernel's host code ended without finishing its program ({})", st));
                     }
                 }
             }
-            Ok(p)
+            Ok((p, code))
         }
         Ok(Err(e)) => Err(format!("the kernel's program was rejected: {}", npu::program::cap(&e))),
         Err(_) => Err(format!("the kernel's host code did not finish its program within {:.0} s", limit.as_secs_f64())),

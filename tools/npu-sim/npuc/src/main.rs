@@ -466,6 +466,14 @@ fn with_binary(out: &Out, cmd: &str, file: &str, a: &Args, shape: npu_device::re
             return 1;
         }
     };
+    // only check lists the file's kernels; run and schedule learn it from the launch itself
+    if cmd != "check" {
+        let k = a.kernel.clone().unwrap_or_default();
+        return match cmd {
+            "run" => run_device(out, inst, &bin, &k, shape, a, prof, file),
+            _ => trace_cmd(out, cmd, &bin, &k, shape, prof, file),
+        };
+    }
     let provided = launch::list_kernels(&bin).unwrap_or_default();
     let kernels: Vec<String> = match &a.kernel {
         Some(k) => vec![k.clone()],
@@ -504,64 +512,64 @@ fn with_binary(out: &Out, cmd: &str, file: &str, a: &Args, shape: npu_device::re
                 }
                 Err(e) => {
                     errors += 1;
-                    out.line(&diag("E0403", "error", &e, None, &[]));
+                    out.line(&diag(if matches!(e, launch::HostError::NotProvided) { "E0402" } else { "E0403" }, "error", &e.to_string(), None, &[]));
                 }
             }
         }
         out.line(&format!("{{\"type\":\"check\",\"ok\":{},\"errors\":{},\"warnings\":{},\"compile_secs\":{}}}", errors == 0, errors, warnings, secs));
         return if errors == 0 { 0 } else { 1 };
     }
-    let k = a.kernel.clone().unwrap();
-    if errors > 0 {
-        if cmd == "run" {
-            out.line(&error_line("compile", "the kernel is not provided by the file"));
-        }
-        return 1;
-    }
-    if cmd == "trace" {
-        // undocumented: the raw trace line (static estimate and device model cycles)
-        match trace_file(&bin, &k, shape, prof) {
-            Ok(t) => {
-                t.diags.iter().for_each(|d| println!("{}", npu_device::runtime::diag_json(d)));
-                println!("{}", npu_device::runtime::trace_json(&k, &t));
+    unreachable!("check returned above")
+}
+
+fn not_provided(out: &Out, file: &str, k: &str) -> i32 {
+    out.line(&diag("E0402", "error", &format!("{} does not provide kernel `{}`", file, k), None, &["help: declare it with npu::kernels! { name => function }".into()]));
+    out.line(&error_line("compile", "the kernel is not provided by the file"));
+    1
+}
+
+fn trace_cmd(out: &Out, cmd: &str, bin: &Path, k: &str, shape: npu_device::refk::Shape, prof: &Profile, file: &str) -> i32 {
+    let t = match trace_file(bin, k, shape, prof) {
+        Ok(t) => t,
+        Err(launch::HostError::NotProvided) => return not_provided(out, file, k),
+        Err(e) => {
+            if cmd == "trace" {
+                println!("{}", error_line("device", &e.to_string()));
+                return 0;
             }
-            Err(e) => println!("{}", error_line("device", &e)),
-        }
-        return 0;
-    }
-    if cmd == "schedule" {
-        let t = match trace_file(&bin, &k, shape, prof) {
-            Ok(t) => t,
-            Err(e) => {
-                out.line(&diag("E0403", "error", &e, None, &[]));
-                return 1;
-            }
-        };
-        if !t.diags.is_empty() {
-            t.diags.iter().for_each(|d| out.line(&npu_device::runtime::diag_json(d)));
+            out.line(&diag("E0403", "error", &e.to_string(), None, &[]));
             return 1;
         }
-        let (bd, c) = (&t.breakdown, &t.counts);
-        out.line(&format!(
-            "{{\"type\":\"schedule\",\"kernel\":{},\"cycles\":{},\"breakdown\":{{\"dma_cycles\":{},\"tensor_cycles\":{},\"vector_cycles\":{},\"switch_cycles\":{}}},\"counts\":{{\"dma_commands\":{},\"passes\":{},\"hbm_read_bytes\":{},\"hbm_write_bytes\":{}}}}}",
-            esc(&k),
-            num(t.est_cycles.round()),
-            num(bd[0].round()),
-            num(bd[1].round()),
-            num(bd[2].round()),
-            num(bd[3].round()),
-            c.dma_commands,
-            c.passes,
-            c.hbm_read_bytes,
-            c.hbm_write_bytes
-        ));
+    };
+    if cmd == "trace" {
+        // undocumented: the raw trace line (static estimate and device model cycles)
+        t.diags.iter().for_each(|d| println!("{}", npu_device::runtime::diag_json(d)));
+        println!("{}", npu_device::runtime::trace_json(k, &t));
         return 0;
     }
-    run_device(out, inst, &bin, &k, shape, a, prof)
+    if !t.diags.is_empty() {
+        t.diags.iter().for_each(|d| out.line(&npu_device::runtime::diag_json(d)));
+        return 1;
+    }
+    let (bd, c) = (&t.breakdown, &t.counts);
+    out.line(&format!(
+        "{{\"type\":\"schedule\",\"kernel\":{},\"cycles\":{},\"breakdown\":{{\"dma_cycles\":{},\"tensor_cycles\":{},\"vector_cycles\":{},\"switch_cycles\":{}}},\"counts\":{{\"dma_commands\":{},\"passes\":{},\"hbm_read_bytes\":{},\"hbm_write_bytes\":{}}}}}",
+        esc(k),
+        num(t.est_cycles.round()),
+        num(bd[0].round()),
+        num(bd[1].round()),
+        num(bd[2].round()),
+        num(bd[3].round()),
+        c.dma_commands,
+        c.passes,
+        c.hbm_read_bytes,
+        c.hbm_write_bytes
+    ));
+    0
 }
 
 /// The host code's program for a trace launch, traced on the device.
-fn trace_file(bin: &Path, k: &str, shape: npu_device::refk::Shape, prof: &Profile) -> Result<npu_device::runtime::TraceResult, String> {
+fn trace_file(bin: &Path, k: &str, shape: npu_device::refk::Shape, prof: &Profile) -> Result<npu_device::runtime::TraceResult, launch::HostError> {
     let launch = npu_device::runtime::launch_for(k, shape, prof, npu_device::runtime::TRACE_SEED);
     let prog = launch::run_host(bin, &launch)?;
     Ok(npu_device::runtime::trace_program(k, shape, prof, &prog))
@@ -611,7 +619,7 @@ pub fn noise_factor(rng: &mut Rng, p: &Profile) -> f64 {
     f * (1.0 + p.drift_per_hour * tri)
 }
 
-fn run_device(out: &Out, inst: &Install, bin: &Path, k: &str, shape: npu_device::refk::Shape, a: &Args, p: &Profile) -> i32 {
+fn run_device(out: &Out, inst: &Install, bin: &Path, k: &str, shape: npu_device::refk::Shape, a: &Args, p: &Profile, file: &str) -> i32 {
     let seed = a.seed.unwrap();
     let noise_seed = std::env::var("NPU_SIM_NOISE_SEED").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
@@ -622,9 +630,10 @@ fn run_device(out: &Out, inst: &Install, bin: &Path, k: &str, shape: npu_device:
     let launch = npu_device::runtime::launch_for(k, shape, p, seed);
     let prog = match launch::run_host(bin, &launch) {
         Ok(prog) => prog,
+        Err(launch::HostError::NotProvided) => return not_provided(out, file, k),
         Err(e) => {
-            out.line(&diag("E0403", "error", &e, None, &[]));
-            out.line(&error_line("device", &e));
+            out.line(&diag("E0403", "error", &e.to_string(), None, &[]));
+            out.line(&error_line("device", &e.to_string()));
             return 1;
         }
     };
