@@ -26,10 +26,15 @@ struct ToolchainSpec {
     std::vector<std::filesystem::path> search_paths;  ///< tried in order before PATH; relative to the repo/target dir
     std::map<std::string, std::string> env;    ///< extra environment for every command (no secrets)
     std::vector<std::filesystem::path> read_only_paths;  ///< extra paths the sandbox must expose read-only
+    /// toolchain.sandbox.system_paths: the system paths every call sees read-only; nullopt: proc's
+    /// default (/usr, /bin, /lib*, the loader's cache and config, /etc/alternatives)
+    std::optional<std::vector<std::filesystem::path>> system_paths;
     CommandSpec version;
     CommandSpec check;
     CommandSpec schedule;
     CommandSpec run;
+    std::optional<CommandSpec> compile;  ///< writes the compile cache; run before check/schedule/run of a file
+    std::optional<CommandSpec> paths;    ///< prints {"type":"paths","read_only":[...]}: what the toolchain needs visible
 };
 
 /// A public hardware fact from the vendor's documentation (never a measured value).

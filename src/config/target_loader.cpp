@@ -88,7 +88,8 @@ CommandSpec parse_command(const Fields& commands, std::string_view name) {
 }
 
 ToolchainSpec parse_toolchain(const Fields& target, const std::filesystem::path& dir) {
-    Fields toolchain = target.map("toolchain", {"protocol", "bin", "search_paths", "env", "read_only_paths", "commands"});
+    Fields toolchain =
+        target.map("toolchain", {"protocol", "bin", "search_paths", "env", "read_only_paths", "sandbox", "commands"});
     ToolchainSpec spec;
     spec.protocol = toolchain.string_or("protocol", spec.protocol);
     if (spec.protocol != k_protocol_jsonl_v1) {
@@ -111,11 +112,17 @@ ToolchainSpec parse_toolchain(const Fields& target, const std::filesystem::path&
             spec.env[name] = expanded_string(toolchain.file(), entry.second, key);
         }
     }
-    Fields commands = toolchain.map("commands", {"version", "check", "schedule", "run"});
+    if (toolchain.has("sandbox")) {
+        Fields sandbox = toolchain.map("sandbox", {"system_paths"});
+        if (sandbox.has("system_paths")) spec.system_paths = path_list(sandbox, "system_paths", dir);
+    }
+    Fields commands = toolchain.map("commands", {"version", "check", "schedule", "run", "compile", "paths"});
     spec.version = parse_command(commands, "version");
     spec.check = parse_command(commands, "check");
     spec.schedule = parse_command(commands, "schedule");
     spec.run = parse_command(commands, "run");
+    if (commands.has("compile")) spec.compile = parse_command(commands, "compile");
+    if (commands.has("paths")) spec.paths = parse_command(commands, "paths");
     return spec;
 }
 

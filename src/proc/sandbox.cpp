@@ -7,22 +7,50 @@
 
 namespace npuopt::proc {
 
+const std::vector<std::filesystem::path>& default_system_paths() {
+    static const std::vector<std::filesystem::path> k_system_paths = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+        "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+    };
+    return k_system_paths;
+}
+
 namespace detail {
+
+namespace {
+
+/// A system path as it is on the host: a symlink stays a symlink (merged-/usr /bin -> usr/bin),
+/// anything else is bound read-only; a path that does not exist is left out.
+void add_system_path(std::vector<std::string>& argv, const std::filesystem::path& path) {
+    std::error_code error;
+    auto status = std::filesystem::symlink_status(path, error);
+    if (error || !std::filesystem::exists(status)) return;
+    if (std::filesystem::is_symlink(status)) {
+        auto target = std::filesystem::read_symlink(path, error);
+        if (!error) argv.insert(argv.end(), {"--symlink", target.string(), path.string()});
+        return;
+    }
+    argv.insert(argv.end(), {"--ro-bind", path.string(), path.string()});
+}
+
+}  // namespace
 
 std::vector<std::string> sandbox_argv(const std::string& bwrap_path, const SandboxPolicy& policy,
                                       const std::filesystem::path& scratch, const std::filesystem::path& cwd,
                                       const std::map<std::string, std::string>& env,
                                       const std::vector<std::string>& inner) {
+    // --cap-drop ALL matters when npuopt runs as root: bwrap then keeps every capability otherwise.
     std::vector<std::string> argv = {
-        bwrap_path,       "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-        "--unshare-uts",
+        bwrap_path,      "--die-with-parent", "--new-session",        "--unshare-pid", "--unshare-ipc",
+        "--unshare-uts", "--unshare-cgroup-try", "--cap-drop",        "ALL",
     };
     if (!policy.allow_network) argv.emplace_back("--unshare-net");
-    // Order matters: later mounts go on top of earlier ones, so /tmp's tmpfs comes before any
-    // bind that lives under /tmp (scratch dirs usually do).
-    for (const char* arg : {"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}) {
-        argv.emplace_back(arg);
+    // The root is an empty tmpfs: only what is bound below exists. Order matters: later mounts go
+    // on top of earlier ones, so /tmp's tmpfs comes before any bind that lives under /tmp.
+    for (const auto& path : policy.system_paths ? *policy.system_paths : default_system_paths()) {
+        add_system_path(argv, path);
     }
+    for (const char* arg : {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}) argv.emplace_back(arg);
     for (const auto& path : policy.read_only_paths) {
         argv.insert(argv.end(), {"--ro-bind", path.string(), path.string()});
     }
@@ -30,6 +58,9 @@ std::vector<std::string> sandbox_argv(const std::string& bwrap_path, const Sandb
         argv.insert(argv.end(), {"--bind", path.string(), path.string()});
     }
     argv.insert(argv.end(), {"--bind", scratch.string(), scratch.string()});
+    // The directories bwrap made to hold the binds stay read-only: nothing is written beside the
+    // kernel file or into the sandbox's root.
+    argv.insert(argv.end(), {"--remount-ro", "/"});
     argv.insert(argv.end(), {"--chdir", cwd.string(), "--clearenv"});
     for (const auto& [name, value] : env) argv.insert(argv.end(), {"--setenv", name, value});
     argv.emplace_back("--");

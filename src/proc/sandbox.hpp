@@ -11,7 +11,8 @@
 namespace npuopt::proc::detail {
 
 /// The bwrap argv that runs `inner` (argv[0] already absolute) under `policy`:
-/// read-only /, private /tmp, `scratch` writable, network/pid/ipc unshared, only `env` set.
+/// only the system paths and the policy's paths visible, private /tmp, `scratch` writable,
+/// network/pid/ipc/uts/cgroup unshared, every capability dropped, only `env` set.
 std::vector<std::string> sandbox_argv(const std::string& bwrap_path, const SandboxPolicy& policy,
                                       const std::filesystem::path& scratch, const std::filesystem::path& cwd,
                                       const std::map<std::string, std::string>& env,

@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
+#include "proc/cgroup.hpp"
 #include "proc/sandbox.hpp"
 #include "proc/subprocess.hpp"
 
@@ -106,7 +107,7 @@ private:
 
 /// What the child reports through the exec-error pipe before dying.
 struct ChildFailure {
-    int stage = 0;  ///< 1 chdir, 2 setrlimit, 3 execve, 4 dup2
+    int stage = 0;  ///< 1 chdir, 2 setrlimit, 3 execve, 4 dup2, 5 joining the call's cgroup
     int error_number = 0;
 };
 
@@ -167,7 +168,8 @@ struct RlimitPlan {
     rlimit value;
 };
 
-std::vector<RlimitPlan> plan_rlimits(const Limits& limits) {
+/// With a per-call cgroup, memory and processes are limited there (summed over the call), not per process.
+std::vector<RlimitPlan> plan_rlimits(const Limits& limits, bool in_cgroup) {
     std::vector<RlimitPlan> plans;
     auto add = [&](int resource, const std::optional<std::uint64_t>& value) {
         if (!value) return;
@@ -177,9 +179,9 @@ std::vector<RlimitPlan> plan_rlimits(const Limits& limits) {
         plans.push_back({resource, limit});
     };
     add(RLIMIT_CPU, limits.cpu_secs);
-    add(RLIMIT_AS, limits.memory_bytes);
+    if (!in_cgroup) add(RLIMIT_AS, limits.memory_bytes);
     add(RLIMIT_FSIZE, limits.file_bytes);
-    add(RLIMIT_NPROC, limits.processes);
+    if (!in_cgroup) add(RLIMIT_NPROC, limits.processes);
     return plans;
 }
 
@@ -200,8 +202,12 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 /// Runs in the child between fork and execve: async-signal-safe calls only.
 [[noreturn]] void exec_child(int stdin_fd, int stdout_fd, int stderr_fd, int error_pipe, const char* cwd,
-                             const std::vector<RlimitPlan>& rlimits, char* const* argv, char* const* envp) {
+                             const std::vector<RlimitPlan>& rlimits, const std::vector<int>& cgroup_procs_fds,
+                             char* const* argv, char* const* envp) {
     ::setpgid(0, 0);
+    for (int fd : cgroup_procs_fds) {  // "0": this process; everything it starts follows
+        if (::write(fd, "0", 1) != 1) child_fail(error_pipe, 5);
+    }
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
     for (int signal_number = 1; signal_number < NSIG; ++signal_number) {
@@ -227,6 +233,7 @@ std::string describe_child_failure(const ChildFailure& failure, const std::strin
     switch (failure.stage) {
         case 1: return fmt::format("cannot enter working directory {}: {}", cwd, std::strerror(failure.error_number));
         case 2: return fmt::format("cannot set resource limits: {}", std::strerror(failure.error_number));
+        case 5: return fmt::format("cannot join the call's cgroup: {}", std::strerror(failure.error_number));
         case 3:
             if (failure.error_number == ENOENT) return "no such file: " + program;
             return fmt::format("cannot execute {}: {}", program, std::strerror(failure.error_number));
@@ -266,6 +273,14 @@ void warn_unsandboxed_once(const std::string& reason) {
                  reason);
 }
 
+void warn_cgroup_failed_once(const std::string& reason) {
+    static std::atomic<bool> warned{false};
+    if (warned.exchange(true)) return;
+    spdlog::warn("proc: cannot make a cgroup for a call ({}); this call's memory and process limits fall back to "
+                 "rlimits (per process)",
+                 reason);
+}
+
 /// Everything the process itself produced: spawn, capture, timeout, reap.
 Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
                       const std::filesystem::path& cwd, const Command& command) {
@@ -277,8 +292,25 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
     for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
     std::vector<char*> argv_pointers = c_strings(argv);
     std::vector<char*> envp_pointers = c_strings(env_strings);
-    std::vector<RlimitPlan> rlimits = plan_rlimits(limits);
+    // A cgroup per call where the machine has one: memory and processes summed over the call,
+    // and whatever the call leaves behind (a daemon in its own session) is killed with it.
+    std::optional<detail::CallCgroup> cgroup;
+    if (limits.use_cgroups) {
+        const detail::CgroupHome& home = detail::cached_cgroup_home();
+        if (home.mechanism != LimitMechanism::rlimit) {
+            std::string cgroup_error;
+            if (auto made = detail::CallCgroup::create(home, limits, &cgroup_error)) {
+                cgroup.emplace(std::move(*made));
+            } else {
+                warn_cgroup_failed_once(cgroup_error);
+            }
+        }
+    }
+    static const std::vector<int> k_no_fds;
+    const std::vector<int>& cgroup_fds = cgroup ? cgroup->procs_fds() : k_no_fds;
+    std::vector<RlimitPlan> rlimits = plan_rlimits(limits, cgroup.has_value());
     std::string cwd_text = cwd.string();
+    result.limit_mechanism = cgroup ? detail::cached_cgroup_home().mechanism : LimitMechanism::rlimit;
 
     Fd stdin_fd;
     if (command.stdin_data) {
@@ -312,7 +344,7 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
     }
     if (pid == 0) {
         exec_child(stdin_fd.get(), out_write.get(), err_write.get(), fail_write.get(), cwd_text.c_str(), rlimits,
-                   argv_pointers.data(), envp_pointers.data());
+                   cgroup_fds, argv_pointers.data(), envp_pointers.data());
     }
     ::setpgid(pid, pid);  // also done in the child; whichever runs first wins the race
     out_write.reset();
@@ -357,6 +389,7 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
         const auto now = Clock::now();
         if (!drain_until && has_exited(pid)) {
             ::kill(-pid, SIGKILL);  // nothing of the call outlives it (the zombie keeps the group id ours)
+            if (cgroup) cgroup->kill_all();  // not even what left the process group
             drain_until = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(k_drain_secs));
             continue;
         }
@@ -369,6 +402,7 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
         }
         if (!drain_until && kill_at && now >= *kill_at && !killed_hard) {
             ::kill(-pid, SIGKILL);
+            if (cgroup) cgroup->kill_all();
             killed_hard = true;
         }
 
@@ -411,6 +445,12 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
     }
     result.wall_secs = seconds_since(start);
     result.peak_rss_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024U;
+    if (cgroup) {
+        detail::CgroupReport report = cgroup->finish();
+        result.call_memory_peak_bytes = report.memory_peak_bytes;
+        result.memory_limit_hit = report.memory_limit_hit;
+        result.process_limit_hit = report.process_limit_hit;
+    }
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
     result.stdout_text = stdout_buffer.text();

@@ -14,27 +14,44 @@
 
 namespace npuopt::proc {
 
-/// Resource limits applied to the child (setrlimit) and the sandbox policy.
+/// How memory and process-count limits are enforced (see limit_support()).
+enum class LimitMechanism {
+    cgroup_v2,  ///< a cgroup v2 child per call: memory and processes summed over the whole call
+    cgroup_v1,  ///< v1 memory + pids controllers, a child of each per call: summed over the whole call
+    rlimit,     ///< no usable cgroup: setrlimit in the child, per process (RLIMIT_NPROC per uid)
+};
+
+/// Resource limits of one call. Memory and process count are summed over every process of the
+/// call where a per-call cgroup can be made (limit_support()); otherwise they fall back to rlimits.
 struct Limits {
     double timeout_secs = 60.0;                 ///< wall clock; the process group is killed after it (<= 0: none)
     double kill_grace_secs = 0.5;               ///< after the timeout: SIGTERM, this long, then SIGKILL
-    std::optional<std::uint64_t> cpu_secs;      ///< RLIMIT_CPU
-    std::optional<std::uint64_t> memory_bytes;  ///< RLIMIT_AS
-    std::optional<std::uint64_t> file_bytes;    ///< RLIMIT_FSIZE
-    std::optional<std::uint64_t> processes;     ///< RLIMIT_NPROC (per real uid; not enforced for root)
+    std::optional<std::uint64_t> cpu_secs;      ///< RLIMIT_CPU (per process)
+    std::optional<std::uint64_t> memory_bytes;  ///< the call's cgroup memory limit; fallback RLIMIT_AS per process
+    std::optional<std::uint64_t> file_bytes;    ///< RLIMIT_FSIZE (per process)
+    std::optional<std::uint64_t> processes;     ///< the call's cgroup pids.max (processes and threads, bwrap's
+                                                ///< own 2 included); fallback RLIMIT_NPROC (per uid; not for root)
     std::size_t output_cap_bytes = 1 << 20;     ///< per stream; head and tail are kept
+    bool use_cgroups = true;                    ///< false: rlimits even where cgroups work (tests, comparisons)
 };
 
-/// How the child is isolated.
+/// How the child is isolated. Inside the sandbox it sees only the system paths, the paths named
+/// here, the scratch dir, a fresh /proc, a minimal /dev and a private /tmp: no host file system.
 struct SandboxPolicy {
     bool enabled = true;                               ///< run inside bubblewrap
     bool required = false;                             ///< refuse (Error toolchain) when bwrap is missing
     bool allow_network = false;
     std::filesystem::path scratch_dir;                 ///< private writable dir (also HOME, TMPDIR, cwd); empty: a fresh temp dir, removed after
     std::vector<std::filesystem::path> writable_paths; ///< extra writable binds (rare)
-    std::vector<std::filesystem::path> read_only_paths;///< extra read-only binds (the whole / is read-only anyway)
+    std::vector<std::filesystem::path> read_only_paths;///< directories or single files exposed read-only
+    std::optional<std::vector<std::filesystem::path>> system_paths;  ///< read-only system paths (symlinks kept as
+                                                                     ///< symlinks; missing ones skipped); nullopt: default_system_paths()
     std::filesystem::path bwrap_path;                  ///< empty: find bwrap on PATH
 };
+
+/// What a dynamically linked program (and a compiler driving cc) needs: /usr, the /bin /lib
+/// links or dirs, the loader's cache and config, /etc/alternatives. No /home, /root, /etc/passwd.
+const std::vector<std::filesystem::path>& default_system_paths();
 
 /// A command to run.
 struct Command {
@@ -61,6 +78,10 @@ struct Result {
     std::uint64_t stdout_bytes = 0;  ///< total bytes the child wrote, before the cap
     std::uint64_t stderr_bytes = 0;
     bool sandboxed = false;
+    LimitMechanism limit_mechanism = LimitMechanism::rlimit;  ///< how memory / processes were limited in this call
+    std::optional<std::uint64_t> call_memory_peak_bytes;      ///< peak memory of the whole call (cgroups only)
+    bool memory_limit_hit = false;   ///< the call went over its memory limit and the OOM killer ran (cgroups only)
+    bool process_limit_hit = false;  ///< a fork was refused at the call's process limit (cgroups only)
     std::optional<std::string> error;  ///< spawn error, sandbox setup error
     bool ok() const { return started && !timed_out && exit_code && *exit_code == 0; }
 };
@@ -83,6 +104,17 @@ std::optional<std::filesystem::path> find_executable(const std::string& name, co
 struct SandboxStatus { bool available = false; std::string bwrap_path; std::string reason; };
 /// Finds bwrap (`bwrap_path`, or on PATH) and runs a trivial sandboxed command. Not cached.
 SandboxStatus probe_sandbox(const std::filesystem::path& bwrap_path = {});
+
+/// How this machine enforces Limits::memory_bytes and Limits::processes, probed once per process.
+struct LimitSupport {
+    LimitMechanism mechanism = LimitMechanism::rlimit;
+    std::string detail;                    ///< where the per-call cgroups go, or why cgroups are not usable
+    std::vector<std::string> unenforced;   ///< what is NOT limited as asked (empty with cgroups)
+};
+LimitSupport limit_support();
+
+/// "cgroup-v2", "cgroup-v1" or "rlimit".
+std::string_view limit_mechanism_name(LimitMechanism mechanism);
 
 /// The message that marks a cut in captured output.
 std::string cut_marker(std::uint64_t cut_bytes);

@@ -73,16 +73,21 @@ std::map<std::string, double> get_number_map(const json& object, const char* key
     return numbers;
 }
 
+/// A string field capped to `max_chars` (see detail::cap_text).
+std::string get_capped(const json& object, const char* key, std::size_t max_chars) {
+    return detail::cap_text(get_string(object, key), max_chars);
+}
+
 Diagnostic to_diagnostic(const json& object) {
     Diagnostic diagnostic;
-    diagnostic.level = get_string(object, "level");
-    diagnostic.code = get_string(object, "code");
-    diagnostic.message = get_string(object, "message");
+    diagnostic.level = get_capped(object, "level", k_diagnostic_field_max_chars);
+    diagnostic.code = get_capped(object, "code", k_diagnostic_field_max_chars);
+    diagnostic.message = get_capped(object, "message", k_diagnostic_message_max_chars);
     auto span = object.find("span");
     if (span != object.end() && !span->is_null()) {
         if (!span->is_object()) throw ShapeError("\"span\" must be an object or null");
         Span located;
-        located.file = get_string(*span, "file");
+        located.file = get_capped(*span, "file", k_diagnostic_field_max_chars);
         located.line = static_cast<int>(get_integer(*span, "line"));
         located.column = static_cast<int>(get_optional_integer(*span, "column"));
         diagnostic.span = located;
@@ -92,8 +97,9 @@ Diagnostic to_diagnostic(const json& object) {
         if (!quantities->is_array()) throw ShapeError("\"quantities\" must be an array");
         for (const auto& item : *quantities) {
             if (!item.is_object()) throw ShapeError("each quantity must be an object");
-            diagnostic.quantities.push_back(
-                {get_string(item, "quantity"), get_number(item, "value"), get_optional_number(item, "limit")});
+            if (diagnostic.quantities.size() == k_diagnostic_quantities_max) break;
+            diagnostic.quantities.push_back({get_capped(item, "quantity", k_diagnostic_field_max_chars),
+                                             get_number(item, "value"), get_optional_number(item, "limit")});
         }
     }
     auto notes = object.find("notes");
@@ -101,7 +107,8 @@ Diagnostic to_diagnostic(const json& object) {
         if (!notes->is_array()) throw ShapeError("\"notes\" must be an array of strings");
         for (const auto& note : *notes) {
             if (!note.is_string()) throw ShapeError("\"notes\" must be an array of strings");
-            diagnostic.notes.push_back(note.get<std::string>());
+            if (diagnostic.notes.size() == k_diagnostic_notes_max) break;
+            diagnostic.notes.push_back(detail::cap_text(note.get<std::string>(), k_diagnostic_note_max_chars));
         }
     }
     return diagnostic;
@@ -147,6 +154,28 @@ void absorb(const json& object, const std::string& line, detail::ParsedOutput& p
         check.warnings = get_optional_integer(object, "warnings");
         check.compile_secs = get_optional_number(object, "compile_secs").value_or(0.0);
         parsed.check = check;
+    } else if (type == "compile") {
+        detail::CompileLine compile;
+        compile.ok = get_bool(object, "ok");
+        compile.errors = get_optional_integer(object, "errors");
+        compile.warnings = get_optional_integer(object, "warnings");
+        compile.compile_secs = get_optional_number(object, "compile_secs").value_or(0.0);
+        auto artifact = object.find("artifact");
+        if (artifact != object.end() && artifact->is_string()) compile.artifact = artifact->get<std::string>();
+        auto sha256 = object.find("sha256");
+        if (sha256 != object.end() && sha256->is_string()) compile.sha256 = sha256->get<std::string>();
+        parsed.compile = compile;
+    } else if (type == "paths") {
+        detail::PathsLine paths;
+        const json& list = require_field(object, "read_only");
+        if (!list.is_array()) throw ShapeError("\"read_only\" must be an array of absolute paths");
+        for (const auto& item : list) {
+            if (!item.is_string() || item.get<std::string>().empty() || item.get<std::string>().front() != '/') {
+                throw ShapeError("\"read_only\" must be an array of absolute paths");
+            }
+            paths.read_only.push_back(item.get<std::string>());
+        }
+        parsed.paths = paths;
     } else if (type == "schedule") {
         detail::ScheduleLine schedule;
         auto kernel = object.find("kernel");
@@ -160,9 +189,13 @@ void absorb(const json& object, const std::string& line, detail::ParsedOutput& p
     } else if (type == "verify") {
         parsed.verify = to_verify(object);
     } else if (type == "error") {
-        parsed.errors.push_back({get_string(object, "kind"), get_string(object, "message")});
-    } else {
-        parsed.raw_events.push_back(line);
+        detail::ErrorLine error{get_capped(object, "kind", k_diagnostic_field_max_chars),
+                                get_capped(object, "message", k_diagnostic_message_max_chars), ""};
+        auto entry = object.find("entry");
+        if (entry != object.end() && entry->is_string()) error.entry = entry->get<std::string>();
+        parsed.errors.push_back(error);
+    } else if (parsed.raw_events.size() < k_raw_events_max) {
+        parsed.raw_events.push_back(detail::cap_text(line, k_raw_line_max_chars));
     }
 }
 
@@ -190,6 +223,14 @@ std::optional<Diagnostic> parse_diagnostic_line(const std::string& line, std::st
 
 namespace detail {
 
+std::string cap_text(const std::string& text, std::size_t max_chars) {
+    if (text.size() <= max_chars) return text;
+    const std::size_t marker_chars = fmt::format("… [{} bytes cut]", text.size()).size();  // an upper bound
+    std::size_t cut_at = max_chars > marker_chars ? max_chars - marker_chars : 0;
+    while (cut_at > 0 && (static_cast<unsigned char>(text[cut_at]) & 0xC0U) == 0x80U) --cut_at;  // UTF-8 continuation
+    return text.substr(0, cut_at) + fmt::format("… [{} bytes cut]", text.size() - cut_at);
+}
+
 ParsedOutput parse_output(const std::string& stdout_text) {
     ParsedOutput parsed;
     std::size_t begin = 0;
@@ -215,7 +256,7 @@ ParsedOutput parse_output(const std::string& stdout_text) {
             }
         }
         if (!problem.empty() && !parsed.bad_line) {
-            parsed.bad_line = line;
+            parsed.bad_line = cap_text(line, k_raw_line_max_chars);
             parsed.parse_error = fmt::format("stdout line {} is not npuopt-jsonl/1 ({}): {}", line_number, problem,
                                              preview(line));
         }

@@ -3,9 +3,12 @@
 // runs them through proc/ (sandboxed), and parses their npuopt-jsonl/1 output
 // (docs/toolchain-protocol.md) into typed results. Decides nothing.
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +18,16 @@
 #include "proc/subprocess.hpp"
 
 namespace npuopt::target {
+
+/// Caps on toolchain text that may reach the knowledge base (rules, the search index): the parser
+/// cuts longer text, so that a compile_error!(include_str!(...)) cannot carry a file into campaign.db.
+inline constexpr std::size_t k_diagnostic_message_max_chars = 1000;  ///< diagnostic and error-line messages
+inline constexpr std::size_t k_diagnostic_notes_max = 8;             ///< notes kept per diagnostic
+inline constexpr std::size_t k_diagnostic_note_max_chars = 300;
+inline constexpr std::size_t k_diagnostic_quantities_max = 32;
+inline constexpr std::size_t k_diagnostic_field_max_chars = 200;     ///< level, code, span file, quantity name, error kind
+inline constexpr std::size_t k_raw_line_max_chars = 4000;            ///< an unparsable line or an unknown event, kept
+inline constexpr std::size_t k_raw_events_max = 64;                  ///< unknown events kept per call
 
 struct Quantity { std::string name; double value = 0.0; std::optional<double> limit; };
 struct Span { std::string file; int line = 0; int column = 0; };
@@ -47,6 +60,12 @@ struct CallInfo {
 
 struct VersionResult { CallInfo call; std::string name; std::string version; };
 struct CheckResult { CallInfo call; bool ok = false; std::vector<Diagnostic> diagnostics; double compile_secs = 0.0; };
+/// The `compile` command: the only one that writes the compile cache (its cache dir bound writable).
+struct CompileResult {
+    CallInfo call; bool ok = false; std::vector<Diagnostic> diagnostics; double compile_secs = 0.0;
+    std::string artifact;  ///< the cache entry the toolchain wrote
+    std::string sha256;    ///< the artifact's hash as the toolchain recorded it
+};
 struct ScheduleResult {
     CallInfo call; std::vector<Diagnostic> diagnostics;
     std::optional<double> cycles;
@@ -63,7 +82,7 @@ struct RunResult {
     CallInfo call; std::vector<Diagnostic> diagnostics;
     std::vector<double> cycles;   ///< one per repeat, in order
     std::optional<Verify> verify; ///< with check=true
-    std::string error_kind;       ///< from an {"type":"error"} line: transient|device|usage|compile
+    std::string error_kind;       ///< from an {"type":"error"} line: transient|device|usage|compile|cache
 };
 
 /// A run request. In the run command's argv: {file} (absolute) {kernel} {seed} {repeat}
@@ -94,27 +113,59 @@ public:
     std::optional<std::filesystem::path> resolve_bin(std::string* why = nullptr) const;
 
     VersionResult version() const;
+    /// Compiles `file` into the cache (target.yaml's `compile` command). check/schedule/run call it
+    /// themselves, once per file content per process; nothing to do without a compile command or a
+    /// cache dir (ok, with call.status not_started and an explaining message).
+    CompileResult compile(const std::filesystem::path& file) const;
     CheckResult check(const std::filesystem::path& file) const;
     ScheduleResult schedule(const std::filesystem::path& file, const std::string& kernel,
                             const std::map<std::string, std::int64_t>& shape) const;
     RunResult run(const RunRequest& request) const;
 
     const config::TargetConfig& target() const { return m_target; }
-    /// A directory kept across calls (the compiler's cache of content-hashed outputs): bound
-    /// writable in the sandbox and substituted for `{cache_dir}` in toolchain.env values. Without
-    /// one, `{cache_dir}` is the call's scratch dir (nothing is reused).
+    /// A directory kept across calls (the compiler's cache of content-hashed outputs), substituted
+    /// for `{cache_dir}` in toolchain.env values and argv. With a `compile` command it is bound
+    /// writable for compile only and read-only for every other command (the kernel's own code runs
+    /// there); without one, writable for all. Without a cache dir, `{cache_dir}` is the call's
+    /// scratch dir (nothing is reused) and no compile step runs.
     void set_cache_dir(std::filesystem::path dir) { m_cache_dir = std::move(dir); }
     const std::filesystem::path& cache_dir() const { return m_cache_dir; }
 
+    /// What the sandbox exposes besides the system paths: target.yaml's read_only_paths, what the
+    /// `paths` command printed (run once per process, unsandboxed: the toolchain is trusted) and the
+    /// toolchain executable; without a `paths` command (or when it fails) the toolchain's install root.
+    std::vector<std::filesystem::path> toolchain_paths() const;
+
 private:
+    enum class CacheAccess { writable, read_only };
+    /// A file's compile state in this process, by (cache dir, content hash).
+    struct CompileMemo { bool ok = false; std::vector<Diagnostic> diagnostics; double compile_secs = 0.0; CallInfo call; };
+
     CallInfo call(std::string_view command_name, const config::CommandSpec& spec,
                   std::map<std::string, std::string> values, const std::filesystem::path* file,
-                  const std::vector<std::string>& append_args = {}) const;
+                  const std::vector<std::string>& append_args, CacheAccess cache_access) const;
+    /// check/schedule/run of a file: compile first (once per content), run, and on a cache error
+    /// evict the named entry, recompile and retry once.
+    CallInfo call_on_file(std::string_view command_name, const config::CommandSpec& spec,
+                          std::map<std::string, std::string> values, const std::filesystem::path& file,
+                          const std::vector<std::string>& append_args = {}) const;
+    /// The compile memo for `file`, compiling unless already done (or `force`); nullopt when no
+    /// compile step applies (no compile command, no cache dir, unreadable file).
+    std::optional<CompileMemo> ensure_compiled(const std::filesystem::path& file, bool force) const;
+    /// Removes a cache entry the toolchain named, only if it lies inside the cache dir.
+    bool evict_cache_entry(const std::string& entry, std::string* why) const;
+    bool uses_compile_step() const {
+        return m_target.toolchain.compile.has_value() && !m_cache_dir.empty() && !m_compile_unsupported->load();
+    }
 
     config::TargetConfig m_target;
     proc::SandboxPolicy m_sandbox;
     proc::Limits m_limits;
     std::filesystem::path m_cache_dir;
+    std::shared_ptr<std::mutex> m_compile_mutex = std::make_shared<std::mutex>();
+    std::shared_ptr<std::atomic<bool>> m_compile_unsupported = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<std::map<std::string, CompileMemo>> m_compiled =
+        std::make_shared<std::map<std::string, CompileMemo>>();
 };
 
 /// Parse one npuopt-jsonl/1 diagnostic object (exposed for tests and knowledge/).
