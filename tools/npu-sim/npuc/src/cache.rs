@@ -191,7 +191,7 @@ pub fn compile(inst: &Install, file: &str, cache: &Path, mode: Mode) -> Result<C
     let target = dir.join(&name);
     let tmp = dir.join(format!("{}.tmp{}", name, std::process::id()));
     let out = Command::new(&inst.rustc)
-        .args(["--edition", "2021", "--crate-type", "bin", "--crate-name", "npu_kernel", "-C", "opt-level=0", "-C", "debuginfo=0", "--error-format=json", "-A", "dead_code"])
+        .args(["--edition", "2021", "--crate-type", "bin", "--crate-name", "npu_kernel", "-C", "opt-level=0", "-C", "debuginfo=0", "-C", "strip=symbols", "--error-format=json", "-A", "dead_code"])
         .arg("--extern")
         .arg(format!("npu={}", inst.rlib.display()))
         .arg("-L")
