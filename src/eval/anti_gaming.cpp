@@ -63,8 +63,8 @@ AntiGamingVerdict check_magnitude(const target::Verify& verify, std::uint64_t se
 AntiGamingVerdict check_correctness_runs(std::span<const CorrectnessRun> runs, const AntiGamingConfig& config) {
     AntiGamingVerdict passed;
     if (runs.empty()) {
-        passed.notes.push_back("no correctness runs");
-        return passed;
+        // nothing was verified: never a pass (every launch failed, or none ran)
+        return fail(GamingCheck::wrong_result, "no launch produced a verified output");
     }
     // 1. Non-finite values: the poison left in place, or arithmetic gone wrong.
     for (const auto& run : runs) {

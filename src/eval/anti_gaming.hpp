@@ -57,7 +57,8 @@ struct AntiGamingVerdict {
 /// Magnitude of each output of one verify line (non-finite is checked separately).
 AntiGamingVerdict check_magnitude(const target::Verify& verify, std::uint64_t seed, const AntiGamingConfig& config);
 
-/// All checks over the runs of one correctness stage, in launch order. Needs at least two
+/// All checks over the runs of one correctness stage, in launch order; no runs at all fail
+/// (wrong_result): a stage whose every launch failed has verified nothing. Needs at least two
 /// distinct seeds for the fingerprint checks and a seed run twice (not back to back) for the
 /// order check; a check without its data adds a note instead of failing.
 AntiGamingVerdict check_correctness_runs(std::span<const CorrectnessRun> runs, const AntiGamingConfig& config);

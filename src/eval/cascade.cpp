@@ -16,7 +16,9 @@
 
 #include "core/error.hpp"
 #include "eval/anti_gaming.hpp"
+#include "eval/check_plan.hpp"
 #include "eval/judge.hpp"
+#include "eval/seed_stream.hpp"
 #include "eval/speed_of_light.hpp"
 #include "eval/stats.hpp"
 
@@ -55,36 +57,6 @@ using Clock = std::chrono::steady_clock;
 double secs_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-std::uint64_t fnv1a(std::string_view text, std::uint64_t hash = 0xcbf29ce484222325ULL) {
-    for (unsigned char ch : text) {
-        hash ^= ch;
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
-std::uint64_t splitmix64(std::uint64_t value) {
-    value += 0x9e3779b97f4a7c15ULL;
-    value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
-    return value ^ (value >> 31);
-}
-
-/// A reproducible stream of seeds for one purpose of one candidate.
-class SeedStream {
-public:
-    SeedStream(std::uint64_t campaign_seed, std::string_view content_hash, std::string_view purpose)
-        : m_state(splitmix64(campaign_seed ^ fnv1a(purpose, fnv1a(content_hash)))) {}
-    std::uint64_t next() {
-        m_state = splitmix64(m_state);
-        return m_state >> 1;  // keep seeds within int64 for the store
-    }
-    double uniform() { return static_cast<double>(next() >> 10) / static_cast<double>(1ULL << 53); }
-
-private:
-    std::uint64_t m_state;
-};
 
 bool same_sequential_config(const SequentialConfig& a, const SequentialConfig& b) {
     return a.alpha == b.alpha && a.beta == b.beta && a.min_effect == b.min_effect && a.min_pairs == b.min_pairs &&
@@ -133,11 +105,19 @@ std::string run_failure(const target::RunResult& result) { return call_failure(r
 class LaunchLog {
 public:
     /// Run `request`, retrying while it fails transiently (at most `max_retries` times); every
-    /// attempt is logged.
+    /// attempt is logged. `start_launch` is asked before each attempt: false (the device-run
+    /// budget is spent) ends the call with status not_started and budget_stopped() set.
     target::RunResult run(const target::Toolchain& toolchain, const target::RunRequest& request, int max_retries,
-                          double& device_secs) {
+                          double& device_secs, const std::function<bool()>& start_launch) {
         target::RunResult result;
         for (int attempt = 0; attempt <= max_retries; ++attempt) {
+            if (!start_launch()) {
+                m_budget_stopped = true;
+                result = target::RunResult{};
+                result.call.status = target::CallStatus::not_started;
+                result.call.message = "the device-run budget is spent";
+                return result;
+            }
             result = toolchain.run(request);
             device_secs += result.call.process.wall_secs;
             add(result, request.seed, attempt);
@@ -150,6 +130,7 @@ public:
     std::int64_t failed() const { return m_failed; }
     std::int64_t retries() const { return m_retries; }
     std::int64_t transient_failures() const { return m_transient; }
+    bool budget_stopped() const { return m_budget_stopped; }
     const std::vector<store::MeasurementRecord>& rows() const { return m_rows; }
 
 private:
@@ -181,6 +162,7 @@ private:
     std::int64_t m_failed = 0;
     std::int64_t m_retries = 0;
     std::int64_t m_transient = 0;
+    bool m_budget_stopped = false;
 };
 
 /// A stage record's verdict, reason, time and launch counts into its store row.
@@ -272,12 +254,13 @@ std::string Cascade::bench_config_hash(const KernelContext& kernel) const {
     const auto& acceptance = m_config.acceptance;
     std::string text = fmt::format(
         "kernel={};shape={};alpha={};beta={};min_effect={};pairs={}..{};null={};seeds={};screen={}x{};slack={};"
-        "explore={};retries={};priming={};magnitude={};sol={};extra={}",
+        "explore={};retries={};priming={};magnitude={};sol={};extra={};checked={}",
         kernel.spec.name, target::format_shape(kernel.shape), acceptance.alpha, acceptance.beta, acceptance.min_effect,
         acceptance.min_pairs, acceptance.max_pairs, acceptance.accept_null_fraction, m_config.correctness_seeds,
         m_config.screen_runs, m_config.screen_max_ratio, m_config.screen_slack, m_config.exploration_allowance,
-        m_config.transient_retries, m_config.priming_seed, m_config.magnitude_factor,
-        m_config.speed_of_light_tolerance, fmt::join(m_config.run_extra_args, " "));
+        m_config.transient_retries, m_config.priming_seed ? fmt::format("{}", *m_config.priming_seed) : "derived",
+        m_config.magnitude_factor,
+        m_config.speed_of_light_tolerance, fmt::join(m_config.run_extra_args, " "), m_config.check_fraction);
     return fmt::format("{:016x}", fnv1a(text));
 }
 
@@ -302,6 +285,17 @@ void Cascade::complete_stage(std::int64_t evaluation_id, const StageRecord& reco
     store::EvaluationRecord final_record;
     copy_outcome(record, final_record);
     m_store->complete_evaluation(evaluation_id, final_record);
+}
+
+bool Cascade::start_launch() {
+    if (m_allowance && m_launches_started >= *m_allowance) return false;
+    ++m_launches_started;
+    if (m_launch_hook) m_launch_hook();
+    return true;
+}
+
+std::uint64_t Cascade::priming_seed(const Candidate& candidate) const {
+    return m_config.priming_seed ? *m_config.priming_seed : derive_seed(m_config.seed, candidate.content_hash, "priming");
 }
 
 double Cascade::speed_of_light_cycles(const KernelContext& kernel) const {
@@ -341,6 +335,8 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                                 candidate.content_hash));
     }
     Outcome outcome;
+    m_launches_started = 0;
+    const auto may_launch = [this] { return start_launch(); };
     auto finish_stage = [&](Stage stage, std::string verdict, std::string reason, Clock::time_point start,
                             const LaunchLog* launches = nullptr) {
         StageRecord record{stage, std::move(verdict), std::move(reason), secs_since(start), 0, 0, 0};
@@ -474,8 +470,9 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
     {
         const auto start = Clock::now();
         SeedStream stream(m_config.seed, candidate.content_hash, "correctness");
-        std::vector<std::uint64_t> seeds{m_config.priming_seed};
-        std::set<std::uint64_t> used{m_config.priming_seed};
+        const std::uint64_t priming = priming_seed(candidate);
+        std::vector<std::uint64_t> seeds{priming};
+        std::set<std::uint64_t> used{priming};
         while (static_cast<int>(seeds.size()) < 1 + std::max(2, m_config.correctness_seeds)) {
             const std::uint64_t seed = stream.next();
             if (used.insert(seed).second) seeds.push_back(seed);
@@ -495,16 +492,34 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             request.shape = kernel.shape;
             request.extra_args = m_config.run_extra_args;
             const auto result =
-                launches.run(*m_toolchain, request, m_config.transient_retries, outcome.device_secs);
+                launches.run(*m_toolchain, request, m_config.transient_retries, outcome.device_secs, may_launch);
+            if (launches.budget_stopped()) {
+                outcome.budget_exhausted = true;
+                finish_stage(Stage::correctness, "inconclusive",
+                             fmt::format("the device-run budget is spent after {} of {} correctness launches",
+                                         launches.launches(), seeds.size()),
+                             start, &launches);
+                return outcome;
+            }
             if (result.call.status == target::CallStatus::ok) cycles.insert(cycles.end(), result.cycles.begin(), result.cycles.end());
-            if (!result.verify) {
+            // A launch counts only when it ran to the end with its verify line: a passing verify
+            // line from a launch that then failed (or printed no time) is no pass. A failing one
+            // goes on to the anti-gaming checks, which name the way it is wrong.
+            const bool ran = result.call.status == target::CallStatus::ok && !result.cycles.empty();
+            if (!result.verify || (result.verify->passed && !ran)) {
                 if (m_rules) m_rules->record_run_result(result, design, candidate.features);
                 const std::string verdict = result.call.status == target::CallStatus::failed ||
                                                     result.call.status == target::CallStatus::timed_out
                                                 ? "fail"
                                                 : "error";
-                finish_stage(Stage::correctness, verdict,
-                             fmt::format("seed {} (launch {}): {}{}", seeds[position], position, run_failure(result),
+                std::string why = run_failure(result);
+                if (result.call.status == target::CallStatus::ok && result.cycles.empty()) {
+                    why = "the launch printed no cycles";
+                } else if (result.call.status == target::CallStatus::ok) {
+                    why = "the launch printed no verify line although a check was requested";
+                }
+                finish_stage(Stage::correctness, result.call.status == target::CallStatus::ok ? "fail" : verdict,
+                             fmt::format("seed {} (launch {}): {}{}", seeds[position], position, why,
                                          transient_note(launches.transient_failures())),
                              start, &launches);
                 return outcome;
@@ -525,6 +540,10 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             }
         }
         const auto verdict = check_correctness_runs(runs, AntiGamingConfig{m_config.magnitude_factor});
+        if (runs.size() != seeds.size()) {
+            throw Error(ErrorKind::internal, fmt::format("cascade: {} of {} correctness launches verified and the stage "
+                                                         "did not end", runs.size(), seeds.size()));
+        }
         if (!verdict.passed()) {
             finish_stage(Stage::correctness, "fail", verdict.reason + transient_note(launches.transient_failures()),
                          start, &launches);
@@ -541,7 +560,7 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         finish_stage(Stage::correctness, "pass",
                      fmt::format("every output verified on {} launches (priming seed {}, {} fresh seeds, one re-run); "
                                  "fingerprints change with the inputs and reproduce{}{}",
-                                 runs.size(), m_config.priming_seed, seeds.size() - 2, notes,
+                                 runs.size(), priming, seeds.size() - 2, notes,
                                  transient_note(launches.transient_failures())),
                      start, &launches);
     }
@@ -550,6 +569,7 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
     {
         const auto start = Clock::now();
         SeedStream stream(m_config.seed, candidate.content_hash, "screen");
+        CheckPlan checks(m_config.check_fraction, m_config.seed, candidate.content_hash, "screen-check");
         LaunchLog launches;
         std::vector<double> cycles = checked_cycles;
         const int extra_runs = std::max(cycles.empty() ? 1 : 0, m_config.screen_runs);
@@ -559,10 +579,28 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             request.kernel = kernel.spec.name;
             request.seed = stream.next();
             request.repeat = 1;
+            request.check = checks.next();
             request.shape = kernel.shape;
             request.extra_args = m_config.run_extra_args;
             const auto result =
-                launches.run(*m_toolchain, request, m_config.transient_retries, outcome.device_secs);
+                launches.run(*m_toolchain, request, m_config.transient_retries, outcome.device_secs, may_launch);
+            if (launches.budget_stopped()) {
+                outcome.budget_exhausted = true;
+                finish_stage(Stage::screen, "inconclusive",
+                             fmt::format("the device-run budget is spent after {} screen launches", launches.launches()),
+                             start, &launches);
+                return outcome;
+            }
+            if (request.check && result.call.status != target::CallStatus::transient) {
+                if (auto wrong = incorrect_reason(result); !wrong.empty()) {
+                    outcome.correct = false;
+                    finish_stage(Stage::screen, "fail",
+                                 fmt::format("seed {}: {}{}", request.seed, wrong,
+                                             transient_note(launches.transient_failures())),
+                                 start, &launches);
+                    return outcome;
+                }
+            }
             if (result.call.status != target::CallStatus::ok || result.cycles.empty()) {
                 if (m_rules) m_rules->record_run_result(result, design, candidate.features);
                 finish_stage(Stage::screen, result.call.status == target::CallStatus::transient ? "error" : "fail",
@@ -614,9 +652,23 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         race_config.seed = SeedStream(m_config.seed, candidate.content_hash, "race").next();
         race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, m_config.transient_retries));
         if (m_allowance) {
-            // at least one pair, so that the race row always has a launch to show
-            race_config.max_launches = static_cast<std::size_t>(std::max<std::int64_t>(2, *m_allowance - outcome.device_runs));
+            const std::int64_t left = *m_allowance - m_launches_started;
+            if (left < 2) {
+                outcome.budget_exhausted = true;
+                finish_stage(Stage::race, "inconclusive",
+                             fmt::format("the device-run budget leaves {} launch(es), not enough for one pair of the race",
+                                         std::max<std::int64_t>(0, left)),
+                             start);
+                return outcome;
+            }
+            race_config.max_launches = static_cast<std::size_t>(left);
         }
+        CheckPlan race_checks(m_config.check_fraction, m_config.seed, candidate.content_hash, "race-check");
+        const CheckChooser choose_check = [&](Side) {
+            ++m_launches_started;  // the race never exceeds max_launches, set from the allowance
+            if (m_launch_hook) m_launch_hook();
+            return race_checks.next();
+        };
         const LaunchSpec champion_spec{champion->candidate.source_file, kernel.spec.name, kernel.shape,
                                        m_config.run_extra_args};
         const LaunchSpec candidate_spec{candidate.source_file, kernel.spec.name, kernel.shape, m_config.run_extra_args};
@@ -630,7 +682,7 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                                        fmt::format("raced by design {} (in progress)", candidate.design_id));
         }
         const JudgeReport report = judge.race(champion_spec, candidate_spec, race_config,
-                                              persist_launches(*m_store, candidate_row, champion_row));
+                                              persist_launches(*m_store, candidate_row, champion_row), choose_check);
         outcome.budget_exhausted = report.verdict.aborted && race_config.max_launches > 0 &&
                                    report.verdict.launches + 2 > race_config.max_launches;
         outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
@@ -638,6 +690,9 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
         if (!report.champion_cycles.empty()) outcome.champion_cycles_median = median(report.champion_cycles);
         outcome.speedup = report.verdict.test.speedup;
+        outcome.speedup_lower = report.verdict.test.speedup_interval.lower;
+        outcome.speedup_upper = report.verdict.test.speedup_interval.upper;
+        outcome.race_pairs = report.verdict.pairs_completed;
 
         const auto& verdict = report.verdict;
         StageRecord record{Stage::race, "", "", 0.0, 0, 0, 0};
@@ -650,6 +705,10 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
             verdict.test.speedup_interval.upper, verdict.test.accept_statistic, verdict.test.accept_bound,
             verdict.test.reject_statistic, verdict.test.reject_bound, verdict.reason);
         std::string stage_verdict(decision_name(verdict.decision));
+        if (verdict.candidate_incorrect) {
+            outcome.correct = false;
+            stage_verdict = "fail";
+        }
         if (verdict.decision == Decision::accept && outcome.cycles_median) {
             if (auto impossible =
                     speed_of_light_violation(*outcome.cycles_median, bound, m_config.speed_of_light_tolerance)) {
@@ -688,7 +747,24 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
                                   champion.candidate.content_hash, "revalidate")
                            .next();
     race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, m_config.transient_retries));
-    if (m_allowance) race_config.max_launches = static_cast<std::size_t>(std::max<std::int64_t>(2, *m_allowance));
+    m_launches_started = 0;
+    if (m_allowance) {
+        if (*m_allowance < 2) {
+            outcome.budget_exhausted = true;
+            outcome.final_reason = fmt::format(
+                "race: inconclusive: re-validation skipped, the device-run budget leaves {} launch(es)",
+                std::max<std::int64_t>(0, *m_allowance));
+            return outcome;
+        }
+        race_config.max_launches = static_cast<std::size_t>(*m_allowance);
+    }
+    CheckPlan race_checks(m_config.check_fraction, race_config.seed, champion.candidate.content_hash,
+                          "revalidate-check");
+    const CheckChooser choose_check = [&](Side) {
+        ++m_launches_started;
+        if (m_launch_hook) m_launch_hook();
+        return race_checks.next();
+    };
     const LaunchSpec predecessor_spec{predecessor.candidate.source_file, kernel.spec.name, kernel.shape,
                                       m_config.run_extra_args};
     const LaunchSpec champion_spec{champion.candidate.source_file, kernel.spec.name, kernel.shape,
@@ -707,7 +783,7 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
                                                   champion.candidate.design_id));
     }
     const JudgeReport report = judge.race(predecessor_spec, champion_spec, race_config,
-                                          persist_launches(*m_store, champion_row, predecessor_row));
+                                          persist_launches(*m_store, champion_row, predecessor_row), choose_check);
     outcome.budget_exhausted = report.verdict.aborted && race_config.max_launches > 0 &&
                                report.verdict.launches + 2 > race_config.max_launches;
     outcome.device_runs = static_cast<std::int64_t>(report.verdict.launches);
@@ -715,6 +791,9 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
     if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
     if (!report.champion_cycles.empty()) outcome.champion_cycles_median = median(report.champion_cycles);
     outcome.speedup = report.verdict.test.speedup;
+    outcome.speedup_lower = report.verdict.test.speedup_interval.lower;
+    outcome.speedup_upper = report.verdict.test.speedup_interval.upper;
+    outcome.race_pairs = report.verdict.pairs_completed;
     outcome.accepted = report.verdict.decision == Decision::accept;
 
     StageRecord record{Stage::race, std::string(decision_name(report.verdict.decision)), "", 0.0, 0, 0, 0};
@@ -741,31 +820,40 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
     return outcome;
 }
 
-Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelContext& kernel, int runs,
-                                   std::uint64_t first_seed) {
+Cascade::Measured Cascade::measure(const Candidate& candidate, const KernelContext& kernel,
+                                   const std::vector<std::uint64_t>& seeds) {
     Measured measured;
-    measured.all_passed = runs > 0;
+    measured.all_passed = !seeds.empty();
     const auto start = Clock::now();
     LaunchLog launches;
     double device_secs = 0.0;
-    for (int run_idx = 0; run_idx < runs; ++run_idx) {
+    m_launches_started = 0;
+    const auto may_launch = [this] { return start_launch(); };
+    for (const std::uint64_t seed : seeds) {
         target::RunRequest request;
         request.file = candidate.source_file;
         request.kernel = kernel.spec.name;
-        request.seed = first_seed + static_cast<std::uint64_t>(run_idx);
+        request.seed = seed;
         request.repeat = 1;
         request.check = true;
         request.shape = kernel.shape;
         request.extra_args = m_config.run_extra_args;
-        const auto result = launches.run(*m_toolchain, request, m_config.transient_retries, device_secs);
-        if (!result.cycles.empty()) measured.cycles.push_back(result.cycles.front());
-        if (!result.verify || !result.verify->passed || result.cycles.empty()) {
+        const auto result = launches.run(*m_toolchain, request, m_config.transient_retries, device_secs, may_launch);
+        if (launches.budget_stopped()) {
+            measured.all_passed = false;
+            if (measured.reason.empty()) measured.reason = "the device-run budget is spent";
+            break;
+        }
+        const bool ran = result.call.status == target::CallStatus::ok && !result.cycles.empty();
+        if (ran) measured.cycles.push_back(result.cycles.front());
+        if (!ran || !result.verify || !result.verify->passed) {
             measured.all_passed = false;
             if (measured.reason.empty()) {
                 measured.reason = result.verify && !result.verify->passed
                                       ? fmt::format("seed {}: {} mismatches, {} non-finite", request.seed,
                                                     result.verify->mismatches, result.verify->nonfinite)
-                                      : fmt::format("seed {}: {}", request.seed, run_failure(result));
+                                  : ran ? fmt::format("seed {}: no verify line although a check was requested", request.seed)
+                                        : fmt::format("seed {}: {}", request.seed, run_failure(result));
             }
         }
     }

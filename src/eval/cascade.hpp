@@ -73,8 +73,12 @@ struct CascadeConfig {
                                         ///< median rejects at once (one launch for a clear loser; 0 = off)
     int transient_retries = 3;
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
-    std::uint64_t priming_seed = 0;     ///< correctness: a launch before the fresh seeds, so a kernel that
-                                        ///< returns the previous run's output has a correct one to return
+    std::optional<std::uint64_t> priming_seed;  ///< correctness: a launch before the fresh seeds, so a kernel
+                                        ///< that returns the previous run's output has a correct one to return;
+                                        ///< none (the default): derived from the seed and the design's hash
+    double check_fraction = 1.0;        ///< share of screen and race launches run with the toolchain's check
+                                        ///< (target.yaml run_check.fraction); correctness and measure
+                                        ///< launches are always checked
     double magnitude_factor = 4.0;      ///< correctness: mean |out| within this factor of the reference's
     double speed_of_light_tolerance = 0.97;  ///< a median below this share of the bound is suspect
     std::vector<std::string> run_extra_args; ///< appended to every device run's argv (tests: a hidden flag)
@@ -89,10 +93,13 @@ struct Outcome {
     std::optional<double> cycles_median;    ///< from the screen/race (candidate)
     std::optional<double> champion_cycles_median;
     std::optional<double> speedup;          ///< champion / candidate estimate (race)
+    std::optional<double> speedup_lower;    ///< the race's distribution-free interval on the speedup
+    std::optional<double> speedup_upper;
+    std::size_t race_pairs = 0;             ///< pairs the race completed
     std::int64_t device_runs = 0;
     double device_secs = 0.0;
     std::string final_reason;
-    bool budget_exhausted = false;          ///< the race stopped at the device-run allowance, undecided
+    bool budget_exhausted = false;          ///< a stage stopped at the device-run allowance, undecided
 };
 
 /// The champion as the cascade needs it.
@@ -115,9 +122,10 @@ public:
     /// returns the race outcome (accepted = the champion is still faster).
     Outcome revalidate(const Champion& champion, const Champion& predecessor, const KernelContext& kernel);
 
-    /// Median cycles of `runs` seeded device runs, each passing correctness (submission, baseline).
+    /// Median cycles of seeded device runs, one per seed, each checked and passing correctness
+    /// (submission, baseline, `npuopt eval`). Derive the seeds with SeedStream (seed_stream.hpp).
     struct Measured { std::optional<double> cycles_median; std::vector<double> cycles; bool all_passed = false; std::string reason; };
-    Measured measure(const Candidate& candidate, const KernelContext& kernel, int runs, std::uint64_t first_seed);
+    Measured measure(const Candidate& candidate, const KernelContext& kernel, const std::vector<std::uint64_t>& seeds);
 
     /// Speed-of-light bound in cycles from the hardware model (0 when unknown).
     double speed_of_light_cycles(const KernelContext& kernel) const;
@@ -125,7 +133,11 @@ public:
     void set_config(CascadeConfig config) { m_config = std::move(config); }
     /// Device runs the next evaluations may spend (the campaign's budget left); none = no cap.
     /// The race stops, inconclusive, rather than run past it.
+    /// Every stage stops (inconclusive, budget_exhausted) before a launch that would pass it.
     void set_device_run_allowance(std::optional<std::int64_t> allowance) { m_allowance = allowance; }
+    /// Called just before every device launch (retries included), so a caller can persist the
+    /// count as launches happen: a killed step's launches are still charged.
+    void set_launch_hook(std::function<void()> hook) { m_launch_hook = std::move(hook); }
     const CascadeConfig& config() const { return m_config; }
 
 private:
@@ -141,12 +153,17 @@ private:
     std::int64_t begin_stage(const Candidate& candidate, Stage stage, const KernelContext& kernel,
                              const std::string& reason);
     void complete_stage(std::int64_t evaluation_id, const StageRecord& record);
+    /// Whether the allowance has room for another launch; counts it (and calls the hook) when so.
+    bool start_launch();
+    std::uint64_t priming_seed(const Candidate& candidate) const;
 
     const target::Toolchain* m_toolchain;
     store::CampaignStore* m_store;
     knowledge::RuleBook* m_rules;
     const knowledge::HardwareModel* m_model;
     std::optional<std::int64_t> m_allowance;
+    std::function<void()> m_launch_hook;
+    std::int64_t m_launches_started = 0;  ///< launches of the current evaluate/revalidate call
     CascadeConfig m_config;
     std::shared_ptr<const SequentialDesign> m_sequential_design;  ///< for m_sequential_config
     SequentialConfig m_sequential_config;

@@ -40,11 +40,33 @@ JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceC
     return report;
 }
 
-JudgedLaunch to_judged_launch(const target::RunResult& result) {
+std::string incorrect_reason(const target::RunResult& result) {
+    if (!result.verify) {
+        return "incorrect: a correctness check was requested and the launch reported no verify line";
+    }
+    if (!result.verify->passed) {
+        return fmt::format("incorrect: the device's check failed ({} of {} elements mismatched, {} non-finite, max abs "
+                           "err {:.4g})",
+                           result.verify->mismatches, result.verify->elements, result.verify->nonfinite,
+                           result.verify->max_abs_err);
+    }
+    return {};
+}
+
+JudgedLaunch to_judged_launch(const target::RunResult& result, bool checked) {
     JudgedLaunch launch;
     launch.device_secs = result.call.process.wall_secs;
     launch.wall_ms = result.call.process.wall_secs * 1000.0;
     const auto status = result.call.status;
+    // A transient failure (nothing ran to completion) is retried whatever the check says.
+    const bool transient_status = status == target::CallStatus::transient || status == target::CallStatus::crashed;
+    if (checked && !transient_status && status != target::CallStatus::timed_out) {
+        if (auto why = incorrect_reason(result); !why.empty()) {
+            launch.result = LaunchResult::failed(why, false);
+            launch.result.incorrect = true;
+            return launch;
+        }
+    }
     if (status == target::CallStatus::ok && !result.cycles.empty()) {
         launch.result = LaunchResult::timed(result.cycles.front());
         return launch;
@@ -60,23 +82,26 @@ JudgedLaunch to_judged_launch(const target::RunResult& result) {
 Judge::Judge(const target::Toolchain& toolchain, std::shared_ptr<const SequentialDesign> design)
     : m_toolchain(&toolchain), m_design(std::move(design)) {}
 
-JudgedLaunch Judge::launch(const LaunchSpec& spec, std::uint64_t seed) const {
+JudgedLaunch Judge::launch(const LaunchSpec& spec, std::uint64_t seed, bool check) const {
     target::RunRequest request;
     request.file = spec.file;
     request.kernel = spec.kernel;
     request.seed = seed;
     request.repeat = 1;
-    request.check = false;
+    request.check = check;
     request.shape = spec.shape;
     request.extra_args = spec.extra_args;
-    return to_judged_launch(m_toolchain->run(request));
+    return to_judged_launch(m_toolchain->run(request), check);
 }
 
 JudgeReport Judge::race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config,
-                        const LaunchObserver& observer) const {
+                        const LaunchObserver& observer, const CheckChooser& check) const {
     return run_race(
         m_design, config,
-        [&](Side side, std::uint64_t seed) { return launch(side == Side::champion ? champion : candidate, seed); },
+        [&](Side side, std::uint64_t seed) {
+            const bool checked = check ? check(side) : true;
+            return launch(side == Side::champion ? champion : candidate, seed, checked);
+        },
         observer);
 }
 

@@ -59,20 +59,31 @@ JudgeReport run_race(std::shared_ptr<const SequentialDesign> design, const RaceC
                      const Launcher& launcher, const LaunchObserver& observer = {});
 
 /// Map a toolchain run to a launch result: cycles of its one repeat, or an error that is
-/// transient (CallStatus transient or crashed) or persistent (failure, hang, unparsable).
-JudgedLaunch to_judged_launch(const target::RunResult& result);
+/// transient (CallStatus transient or crashed) or persistent (failure, hang, unparsable). A
+/// `checked` launch whose verify line failed, or that printed none, is a persistent failure
+/// marked `incorrect`, whatever its cycles: a wrong kernel's time is never raced.
+JudgedLaunch to_judged_launch(const target::RunResult& result, bool checked = false);
+
+/// Why a checked launch is not correct (empty when its verify line passed).
+std::string incorrect_reason(const target::RunResult& result);
+
+/// Whether a launch of the race is checked: asked once per launch, in launch order.
+using CheckChooser = std::function<bool(Side side)>;
 
 /// The judge on a real toolchain.
 class Judge {
 public:
     Judge(const target::Toolchain& toolchain, std::shared_ptr<const SequentialDesign> design);
 
-    /// One process launch of `spec` with `seed`, repeat 1, no check.
-    JudgedLaunch launch(const LaunchSpec& spec, std::uint64_t seed) const;
+    /// One process launch of `spec` with `seed`, repeat 1, with the toolchain's correctness
+    /// check when `check` (an incorrect result is a persistent, `incorrect` failure).
+    JudgedLaunch launch(const LaunchSpec& spec, std::uint64_t seed, bool check = true) const;
 
-    /// Race `candidate` against `champion`; the config's seed drives the plan.
+    /// Race `candidate` against `champion`; the config's seed drives the plan. `check` chooses
+    /// the checked launches (empty: every launch is checked). A candidate launch that fails its
+    /// check ends the race: rejected as incorrect.
     JudgeReport race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config,
-                     const LaunchObserver& observer = {}) const;
+                     const LaunchObserver& observer = {}, const CheckChooser& check = {}) const;
 
     const SequentialDesign& design() const { return *m_design; }
 

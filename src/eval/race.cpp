@@ -78,13 +78,17 @@ void Race::record_pair(const PairPlan& plan, const PairOutcome& outcome) {
     const bool champion_failed = champion.error.has_value();
     const bool candidate_failed = candidate.error.has_value();
     if (candidate_failed && !candidate.transient) {
+        m_verdict.candidate_incorrect = candidate.incorrect;
         finish(Decision::reject, false,
-               fmt::format("reject: candidate failed on pair {}: {}", plan.pair_idx, *candidate.error));
+               fmt::format("reject: candidate {} on pair {}: {}", candidate.incorrect ? "incorrect" : "failed",
+                           plan.pair_idx, *candidate.error));
         return;
     }
     if (champion_failed && !champion.transient) {
+        m_verdict.champion_incorrect = champion.incorrect;
         finish(Decision::inconclusive, true,
-               fmt::format("inconclusive: champion failed on pair {}: {}", plan.pair_idx, *champion.error));
+               fmt::format("inconclusive: champion {} on pair {}: {}", champion.incorrect ? "incorrect" : "failed",
+                           plan.pair_idx, *champion.error));
         return;
     }
     if (champion_failed || candidate_failed) {

@@ -56,7 +56,8 @@ private:
 struct LaunchResult {
     std::optional<double> secs;
     std::optional<std::string> error;
-    bool transient = true;  ///< only meaningful with an error
+    bool transient = true;   ///< only meaningful with an error
+    bool incorrect = false;  ///< the error is a failed correctness check (never transient)
 
     static LaunchResult timed(double secs) { return {secs, std::nullopt, false}; }
     static LaunchResult failed(std::string error, bool transient) { return {std::nullopt, std::move(error), transient}; }
@@ -99,6 +100,8 @@ struct RaceVerdict {
     std::size_t transient_failures = 0;
     std::size_t retries = 0;
     bool aborted = false;                ///< ended by failures rather than by the test
+    bool candidate_incorrect = false;    ///< rejected because a checked candidate launch was wrong
+    bool champion_incorrect = false;     ///< inconclusive because a checked champion launch was wrong
     std::string reason;
 };
 

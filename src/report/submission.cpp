@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "eval/cascade.hpp"
+#include "eval/seed_stream.hpp"
 #include "store/tree_store.hpp"
 
 namespace npuopt::report {
@@ -127,7 +128,6 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
     replay << fmt::format("# replay of {} at {} ({} {}); {} seeded runs per design, each checked for correctness\n",
                           workspace.dir.string(), utc_now(), workspace.target.name, submission.toolchain_version,
                           options.runs);
-    const std::uint64_t first_seed = 0x5eedULL + workspace.campaign.seed * 1000;
 
     bool any_champion = false;
     for (const auto& setup : setups) {
@@ -149,6 +149,14 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
             if (design.template_name == "baseline") baseline_design = design;
         }
 
+        // The same seeds for champion and baseline (a paired comparison), hashed from the campaign
+        // seed, the kernel and the toolchain version: reproducible, never guessable by a kernel.
+        std::vector<std::uint64_t> seeds;
+        eval::SeedStream seed_stream(workspace.campaign.seed, setup.spec.name,
+                                     "submission " + submission.toolchain_version);
+        for (int run_idx = 0; run_idx < options.runs; ++run_idx) seeds.push_back(seed_stream.next());
+        replay << fmt::format("{}: seeds [{}]\n", result.kernel, fmt::join(seeds, ", "));
+
         auto measure = [&](const store::DesignRecord& design, const char* what) {
             eval::Candidate candidate;
             candidate.design_id = design.id;
@@ -156,7 +164,7 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
             candidate.kernel = design.kernel;
             candidate.source_file = materialise(workspace.dir, design, extension);
             if (options.on_progress) options.on_progress(fmt::format("{}: measuring the {} ({} runs)", result.kernel, what, options.runs));
-            auto measured = cascade.measure(candidate, setup.context, options.runs, first_seed);
+            auto measured = cascade.measure(candidate, setup.context, seeds);
             replay << fmt::format("{} {} {} ({}): runs [{}] median {} all passed correctness: {}{}\n", result.kernel,
                                   what, design.content_hash, design.template_name, fmt::join(measured.cycles, ", "),
                                   measured.cycles_median ? fmt::format("{:.0f}", *measured.cycles_median) : "-",

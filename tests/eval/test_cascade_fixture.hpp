@@ -10,8 +10,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/target_config.hpp"
 #include "eval/cascade.hpp"
@@ -48,14 +50,18 @@ private:
     fs::path m_path;
 };
 
-/// The fake target; FAKE_STATE_DIR is a writable directory that outlives one call.
-inline npuopt::config::TargetConfig fake_target(const fs::path& state_dir) {
+/// The fake target; FAKE_STATE_DIR is a writable directory that outlives one call, FAKE_ARGV_LOG a
+/// file in it where fake-npuc-checks logs every run's argv.
+inline npuopt::config::TargetConfig fake_target(const fs::path& state_dir,
+                                                const std::string& bin = "fake-npuc-adversarial",
+                                                const std::string& search_path = "adversarial") {
     npuopt::config::TargetConfig target;
     target.name = "fake";
     target.dir = NPUOPT_TEST_DATA_DIR;
-    target.toolchain.bin = "fake-npuc-adversarial";
-    target.toolchain.search_paths = {"adversarial"};
-    target.toolchain.env = {{"FAKE_STATE_DIR", state_dir.string()}};
+    target.toolchain.bin = bin;
+    target.toolchain.search_paths = {search_path};
+    target.toolchain.env = {{"FAKE_STATE_DIR", state_dir.string()},
+                            {"FAKE_ARGV_LOG", (state_dir / "argv.log").string()}};
     target.toolchain.version = {{"{bin}", "--version"}, 10.0};
     target.toolchain.check = {{"{bin}", "check", "{file}"}, 10.0};
     target.toolchain.schedule = {{"{bin}", "schedule", "{file}", "--kernel", "{kernel}", "--shape", "{shape}"}, 10.0};
@@ -74,6 +80,15 @@ inline npuopt::proc::SandboxPolicy sandbox_with(const fs::path& writable) {
     return policy;
 }
 
+/// Which fake toolchain a Campaign runs.
+struct FakeToolchain {
+    std::string bin = "fake-npuc-adversarial";
+    std::string search_path = "adversarial";
+};
+
+/// fake-npuc-checks: kernels that are correct only while watched (tests/data/fake-toolchain).
+inline FakeToolchain checks_toolchain() { return {"fake-npuc-checks", "fake-toolchain"}; }
+
 /// A campaign: store, rule book, toolchain and designs written as fake kernel files.
 struct Campaign {
     TempDir dir;
@@ -83,10 +98,21 @@ struct Campaign {
     npuopt::store::KnowledgeStore kb_store{kb_database};
     std::int64_t kb_version_id = kb_store.toolchain_version_id("fake", "fake-npuc", "1.0.0");
     npuopt::knowledge::RuleBook rules{kb_store, "fake", "1.0.0"};
-    npuopt::target::Toolchain toolchain{fake_target(state_dir), sandbox_with(state_dir)};
+    npuopt::target::Toolchain toolchain;
     int next_design = 0;
 
-    Campaign() { fs::create_directories(state_dir); }
+    explicit Campaign(const FakeToolchain& fake = {})
+        : toolchain(fake_target(state_dir, fake.bin, fake.search_path), sandbox_with(state_dir)) {
+        fs::create_directories(state_dir);
+    }
+
+    /// Lines of FAKE_ARGV_LOG (fake-npuc-checks only): one per run launch.
+    std::vector<std::string> argv_log() const {
+        std::vector<std::string> lines;
+        std::ifstream stream(state_dir / "argv.log");
+        for (std::string line; std::getline(stream, line);) lines.push_back(line);
+        return lines;
+    }
 
     /// A design whose fake kernel file declares `behaviour`, `cycles` and `estimate`.
     npuopt::eval::Candidate design(const std::string& behaviour, double cycles = 10000, double estimate = 0,
