@@ -159,6 +159,20 @@ std::optional<std::string> CampaignStore::meta(const std::string& key) {
     return as_text(rows[0][0]);
 }
 
+void CampaignStore::count_device_launch() {
+    Transaction transaction(m_database);
+    m_database.execute(
+        "INSERT INTO meta (key, value) VALUES ('device_launches', '1') ON CONFLICT (key) DO UPDATE SET value = "
+        "CAST(CAST(value AS INTEGER) + 1 AS TEXT)");
+    transaction.commit();
+}
+
+std::int64_t CampaignStore::device_launches() {
+    auto rows = m_database.query("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'device_launches'");
+    if (rows.empty()) return 0;
+    return as_int(rows[0][0]);
+}
+
 std::int64_t CampaignStore::record_toolchain_version(const std::string& target, const std::string& name,
                                                      const std::string& version) {
     Transaction transaction(m_database);

@@ -137,6 +137,12 @@ public:
     void set_meta(const std::string& key, const std::string& value);
     std::optional<std::string> meta(const std::string& key);
 
+    /// Count one device launch of the campaign (its own transaction, so it is persisted before the
+    /// launch runs: a killed step's launches are still charged to the budget).
+    void count_device_launch();
+    /// Device launches counted so far (0 for a campaign that never launched).
+    std::int64_t device_launches();
+
     /// Id of (target, name, version), inserting it on first sight.
     std::int64_t record_toolchain_version(const std::string& target, const std::string& name, const std::string& version);
     std::vector<ToolchainVersionRecord> list_toolchain_versions();

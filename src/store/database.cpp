@@ -7,17 +7,106 @@
 
 #include "core/error.hpp"
 
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+
 namespace npuopt::store {
 namespace {
+
+/// The database file a connection has open ("" for an in-memory one).
+std::string file_of(sqlite3* handle) {
+    const char* name = sqlite3_db_filename(handle, "main");
+    return name != nullptr && *name != '\0' ? std::string(name) : std::string("(in-memory database)");
+}
+
+/// Whether `file` and its directory can be written (false on a read-only file system too).
+bool file_writable(const std::string& file) {
+    const std::string dir = std::filesystem::path(file).parent_path().string();
+    return ::access(file.c_str(), W_OK) == 0 && ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+}
+
+/// An Error(store) for SQLite result `rc` on `handle`: names the file, and says what to do when
+/// the cause is a read-only file or a full disk.
+Error sqlite_error(sqlite3* handle, int rc, std::string_view what) {
+    const std::string file = file_of(handle);
+    const std::string message = handle != nullptr ? sqlite3_errmsg(handle) : sqlite3_errstr(rc);
+    switch (rc & 0xff) {
+        case SQLITE_READONLY:
+            return Error(ErrorKind::store,
+                         fmt::format("database {} is read-only ({}): cannot {}; make the file and its directory "
+                                     "writable, or use a read-only command such as `npuopt status`",
+                                     file, message, what));
+        case SQLITE_FULL:
+            return Error(ErrorKind::store,
+                         fmt::format("database {}: disk full ({}): cannot {}; free space on its file system (the "
+                                     "last transaction was rolled back, nothing recorded before it is lost)",
+                                     file, message, what));
+        case SQLITE_CANTOPEN:
+            if (!file_writable(file)) {
+                return Error(ErrorKind::store,
+                             fmt::format("database {} is read-only ({}: the file or its directory cannot be written, "
+                                         "and SQLite needs its -wal and -shm files beside it): cannot {}; make them "
+                                         "writable, or use a read-only command such as `npuopt status`",
+                                         file, message, what));
+            }
+            return Error(ErrorKind::store, fmt::format("database {}: cannot {}: {}", file, what, message));
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+            return Error(ErrorKind::store,
+                         fmt::format("database {} is damaged ({}): cannot {}; restore it from a backup (npuopt did "
+                                     "not change it)",
+                                     file, message, what));
+        default: return Error(ErrorKind::store, fmt::format("database {}: cannot {}: {}", file, what, message));
+    }
+}
+
+/// Checks an existing file's SQLite header before SQLite opens it for writing: an empty,
+/// foreign or truncated file must be an error that changes nothing, never a fresh database.
+void check_existing_file(const std::filesystem::path& file) {
+    std::error_code error_code;
+    const auto size = std::filesystem::file_size(file, error_code);
+    if (error_code) return;  // SQLite reports what is wrong with it
+    if (size == 0) {
+        throw Error(ErrorKind::store,
+                    fmt::format("database {} is empty (0 bytes): not a campaign database; npuopt left it unchanged "
+                                "(restore it from a backup, or remove it and create the campaign with `npuopt init`)",
+                                file.string()));
+    }
+    std::array<unsigned char, 100> header{};
+    std::ifstream stream(file, std::ios::binary);
+    stream.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(header.size()));
+    const auto got = static_cast<std::size_t>(stream.gcount());
+    static constexpr std::string_view k_magic{"SQLite format 3\0", 16};
+    if (got < header.size() || std::string_view(reinterpret_cast<const char*>(header.data()), 16) != k_magic) {
+        throw Error(ErrorKind::store,
+                    fmt::format("database {} is not an SQLite database ({} bytes, no SQLite header); npuopt left it "
+                                "unchanged",
+                                file.string(), size));
+    }
+    auto be32 = [&](std::size_t at) {
+        return (std::uint32_t{header[at]} << 24) | (std::uint32_t{header[at + 1]} << 16) |
+               (std::uint32_t{header[at + 2]} << 8) | std::uint32_t{header[at + 3]};
+    };
+    std::uint64_t page_size = (std::uint32_t{header[16]} << 8) | header[17];
+    if (page_size == 1) page_size = 65536;
+    const std::uint32_t page_count = be32(28);
+    const bool count_valid = be32(24) == be32(92) && page_count > 0;  // SQLite's own validity rule
+    if (count_valid && size < page_size * page_count) {
+        throw Error(ErrorKind::store,
+                    fmt::format("database {} is truncated: {} bytes where its header says {} pages of {} bytes "
+                                "({} bytes); restore it from a backup (npuopt left it unchanged)",
+                                file.string(), size, page_count, page_size, page_size * page_count));
+    }
+}
 
 /// Prepared statement, finalised on scope exit.
 class Statement {
 public:
     Statement(sqlite3* handle, std::string_view sql) {
-        if (sqlite3_prepare_v2(handle, sql.data(), static_cast<int>(sql.size()), &m_statement, nullptr) != SQLITE_OK) {
-            throw Error(ErrorKind::store,
-                        fmt::format("cannot prepare SQL ({}): {}", sqlite3_errmsg(handle), sql));
-        }
+        const int rc = sqlite3_prepare_v2(handle, sql.data(), static_cast<int>(sql.size()), &m_statement, nullptr);
+        if (rc != SQLITE_OK) throw sqlite_error(handle, rc, fmt::format("prepare SQL: {}", sql));
     }
     ~Statement() { sqlite3_finalize(m_statement); }
     Statement(const Statement&) = delete;
@@ -48,8 +137,7 @@ public:
         int rc = sqlite3_step(m_statement);
         if (rc == SQLITE_ROW) return true;
         if (rc == SQLITE_DONE) return false;
-        throw Error(ErrorKind::store, fmt::format("SQL failed ({}): {}", sqlite3_errmsg(handle),
-                                                  sqlite3_sql(m_statement)));
+        throw sqlite_error(handle, rc, fmt::format("run SQL: {}", sqlite3_sql(m_statement)));
     }
 
     Row row() {
@@ -133,24 +221,75 @@ void RowReader::finish() const {
 
 int current_schema_version() { return migrations().back().version; }
 
-Database Database::open(const std::filesystem::path& file, const Options& options) {
-    std::error_code error_code;
-    if (!options.create && !std::filesystem::is_regular_file(file, error_code)) {
-        throw Error(ErrorKind::store, fmt::format("database {} does not exist (is this a campaign directory? "
-                                                  "create one with `npuopt init`)",
-                                                  file.string()));
-    }
+namespace {
+
+/// sqlite3_open_v2 that throws an Error(store) naming the file.
+sqlite3* open_handle(const std::string& name, int flags, const std::filesystem::path& file) {
     sqlite3* handle = nullptr;
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0);
-    int rc = sqlite3_open_v2(file.string().c_str(), &handle, flags, nullptr);
+    const int rc = sqlite3_open_v2(name.c_str(), &handle, flags, nullptr);
     if (rc != SQLITE_OK) {
         std::string message = handle != nullptr ? sqlite3_errmsg(handle) : "out of memory";
         sqlite3_close(handle);
         throw Error(ErrorKind::store, fmt::format("cannot open database {}: {}", file.string(), message));
     }
+    sqlite3_extended_result_codes(handle, 1);
+    return handle;
+}
+
+/// A URI naming `file` for sqlite3_open_v2 with SQLITE_OPEN_URI ('?' and '#' escaped).
+std::string file_uri(const std::filesystem::path& file, std::string_view query) {
+    std::string uri = "file:";
+    for (char ch : std::filesystem::absolute(file).string()) {
+        if (ch == '?' || ch == '#' || ch == '%') uri += fmt::format("%{:02X}", static_cast<unsigned char>(ch));
+        else uri += ch;
+    }
+    return uri + "?" + std::string(query);
+}
+
+}  // namespace
+
+Database Database::open(const std::filesystem::path& file, const Options& options) {
+    std::error_code error_code;
+    const bool exists = std::filesystem::is_regular_file(file, error_code);
+    if ((!options.create || options.read_only) && !exists) {
+        throw Error(ErrorKind::store, fmt::format("database {} does not exist (is this a campaign directory? "
+                                                  "create one with `npuopt init`)",
+                                                  file.string()));
+    }
+    if (exists) check_existing_file(file);
+    if (options.read_only) {
+        // Read-only, as a reader beside a running campaign; when even that needs a write (the WAL
+        // index of a campaign on a read-only directory), immutable: no locks, no WAL, no writes.
+        for (const char* query : {"mode=ro", "immutable=1"}) {
+            sqlite3* handle = open_handle(file_uri(file, query), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
+                                                                     SQLITE_OPEN_FULLMUTEX, file);
+            Database database(handle, file);
+            database.m_read_only = true;
+            sqlite3_busy_timeout(handle, options.busy_timeout_ms);
+            try {
+                const int version = database.schema_version();
+                if (version > current_schema_version() || version < current_schema_version()) {
+                    throw Error(ErrorKind::store,
+                                fmt::format("database {} has schema version {}, this npuopt reads version {} (open "
+                                            "it writable once, e.g. with `npuopt run`, to migrate it; or upgrade "
+                                            "npuopt)",
+                                            file.string(), version, current_schema_version()));
+                }
+                return database;
+            } catch (const Error& error) {
+                if (std::string_view(query) != "mode=ro" ||
+                    std::string_view(error.what()).find("schema version") != std::string_view::npos) {
+                    throw;
+                }
+            }
+        }
+        throw Error(ErrorKind::internal, "unreachable: read-only open");
+    }
+    sqlite3* handle = open_handle(file.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
+                                                     (options.create ? SQLITE_OPEN_CREATE : 0),
+                                  file);
     Database database(handle, file);
     sqlite3_busy_timeout(handle, options.busy_timeout_ms);
-    sqlite3_extended_result_codes(handle, 1);
     auto check = database.query("PRAGMA schema_version");  // fails fast on a file that is not SQLite
     (void)check;
     database.execute_script("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;");
@@ -166,7 +305,7 @@ Database Database::open(const std::filesystem::path& file, const Options& option
 
 Database::Database(Database&& other) noexcept
     : m_handle(other.m_handle), m_file(std::move(other.m_file)), m_transaction_depth(other.m_transaction_depth),
-      m_fault_countdown(other.m_fault_countdown) {
+      m_fault_countdown(other.m_fault_countdown), m_read_only(other.m_read_only) {
     other.m_handle = nullptr;
 }
 
@@ -177,6 +316,7 @@ Database& Database::operator=(Database&& other) noexcept {
         m_file = std::move(other.m_file);
         m_transaction_depth = other.m_transaction_depth;
         m_fault_countdown = other.m_fault_countdown;
+        m_read_only = other.m_read_only;
         other.m_handle = nullptr;
     }
     return *this;
@@ -184,9 +324,7 @@ Database& Database::operator=(Database&& other) noexcept {
 
 Database::~Database() { sqlite3_close_v2(m_handle); }
 
-void Database::fail(std::string_view what) {
-    throw Error(ErrorKind::store, fmt::format("{} ({}): {}", what, m_file.string(), sqlite3_errmsg(m_handle)));
-}
+void Database::fail(std::string_view what) { throw sqlite_error(m_handle, sqlite3_errcode(m_handle), what); }
 
 int Database::schema_version() {
     return static_cast<int>(as_int(query("PRAGMA user_version").at(0).at(0)));
@@ -233,10 +371,10 @@ std::vector<Row> Database::query(std::string_view sql, std::initializer_list<Val
 void Database::execute_script(std::string_view sql) {
     char* message = nullptr;
     std::string text(sql);
-    if (sqlite3_exec(m_handle, text.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-        std::string reason = message != nullptr ? message : "unknown error";
-        sqlite3_free(message);
-        throw Error(ErrorKind::store, fmt::format("SQL failed on {}: {}", m_file.string(), reason));
+    const int rc = sqlite3_exec(m_handle, text.c_str(), nullptr, nullptr, &message);
+    if (rc != SQLITE_OK) {
+        sqlite3_free(message);  // sqlite3_errmsg() says the same
+        throw sqlite_error(m_handle, rc, fmt::format("run SQL: {}", text.substr(0, 200)));
     }
 }
 
@@ -275,6 +413,11 @@ void Transaction::commit() {
 
 Transaction::~Transaction() {
     if (m_done) return;
+    if (m_depth == 0 && sqlite3_get_autocommit(m_database->m_handle) != 0) {
+        // SQLite already rolled the transaction back (a failed COMMIT on a full disk, say)
+        --m_database->m_transaction_depth;
+        return;
+    }
     try {
         if (m_depth == 0) {
             m_database->execute_script("ROLLBACK");

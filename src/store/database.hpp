@@ -70,10 +70,16 @@ public:
     struct Options {
         bool create = true;                 ///< create the file when missing (else Error(store))
         bool migrate = true;                ///< apply pending migrations on open
+        bool read_only = false;             ///< never write (status): works on a read-only file and
+                                            ///< directory (then opened immutable); implies no create
+                                            ///< and no migration
         std::optional<int> migrate_to;      ///< stop at this version (tests create older schemas)
         int busy_timeout_ms = 5000;
     };
 
+    /// An existing file is checked before anything is written to it: a zero-byte, truncated or
+    /// non-SQLite file is an Error(store) naming it, and the file is left unchanged. Errors of
+    /// SQLite name the file and say "read-only" or "disk full" where that is the cause.
     static Database open(const std::filesystem::path& file, const Options& options);
     static Database open(const std::filesystem::path& file) { return open(file, Options{}); }
     Database(Database&& other) noexcept;
@@ -106,6 +112,7 @@ public:
     /// PRAGMA journal_mode (e.g. "wal").
     std::string journal_mode();
     const std::filesystem::path& file() const { return m_file; }
+    bool read_only() const { return m_read_only; }
 
 private:
     friend class Transaction;
@@ -116,6 +123,7 @@ private:
     std::filesystem::path m_file;
     int m_transaction_depth = 0;
     std::optional<int> m_fault_countdown;
+    bool m_read_only = false;
 };
 
 /// RAII transaction: rolls back on destruction unless commit() was called.
