@@ -732,7 +732,9 @@ struct CampaignDriver::Impl {
         auto tree = trees();
         auto counters = parse_or(tree.state("counters"), nlohmann::json::object());
         step = counters.value("step", std::int64_t{0});
-        device_runs = counters.value("device_runs", std::int64_t{0});
+        // The cascade counts every launch in the store as it starts (CampaignStore::count_device_launch):
+        // the launches of a step killed in flight were never committed with its step, but are spent.
+        device_runs = std::max(counters.value("device_runs", std::int64_t{0}), store->device_launches());
         device_secs = counters.value("device_secs", 0.0);
         wall_secs_before = counters.value("wall_secs", 0.0);
         bool resumed = step > 0;

@@ -16,7 +16,7 @@
 
 namespace npuopt::campaign {
 
-CampaignLock CampaignLock::acquire(const std::filesystem::path& campaign_dir) {
+CampaignLock CampaignLock::acquire(const std::filesystem::path& campaign_dir, std::string_view command) {
     auto file = campaign_dir / k_lock_file_name;
     int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -32,13 +32,14 @@ CampaignLock CampaignLock::acquire(const std::filesystem::path& campaign_dir) {
         ::close(fd);
         if (saved == EWOULDBLOCK) {
             throw Error(ErrorKind::invalid_input,
-                        fmt::format("campaign {} is already running ({}); wait for it to finish or stop it "
-                                    "(SIGINT/SIGTERM) before running it again",
-                                    campaign_dir.string(), holder.empty() ? "another process holds " + file.string() : holder));
+                        fmt::format("campaign {} is busy: {} holds {}; `{}` cannot run beside it — wait for it to "
+                                    "finish or stop it (SIGINT/SIGTERM) first",
+                                    campaign_dir.string(), holder.empty() ? "another process" : holder, file.string(),
+                                    command));
         }
         throw Error(ErrorKind::io, fmt::format("{}: cannot lock: {}", file.string(), std::strerror(saved)));
     }
-    std::string text = fmt::format("pid {} since {}\n", ::getpid(), log::utc_timestamp());
+    std::string text = fmt::format("pid {} ({}) since {}\n", ::getpid(), command, log::utc_timestamp());
     if (::ftruncate(fd, 0) == 0) {
         ssize_t written = ::pwrite(fd, text.data(), text.size(), 0);
         (void)written;

@@ -1,6 +1,8 @@
 #pragma once
-// One campaign, one running `npuopt run`: an exclusive flock on <dir>/campaign.lock, held for the
-// life of the object (the kernel releases it when the process dies, SIGKILL included).
+// One campaign, one writer at a time: `npuopt run` and `npuopt kb build|refresh` take an exclusive
+// flock on <dir>/campaign.lock for the life of the object (the kernel releases it when the process
+// dies, SIGKILL included); the holder's pid and command are written into the file, so the one
+// refused can name it.
 
 #include <filesystem>
 #include <string>
@@ -11,8 +13,9 @@ inline constexpr std::string_view k_lock_file_name = "campaign.lock";
 
 class CampaignLock {
 public:
-    /// Take the lock or throw Error(invalid_input) saying which process holds it.
-    static CampaignLock acquire(const std::filesystem::path& campaign_dir);
+    /// Take the lock for `command` (e.g. "npuopt run") or throw Error(invalid_input) naming the
+    /// process and command that hold it.
+    static CampaignLock acquire(const std::filesystem::path& campaign_dir, std::string_view command = "npuopt run");
     CampaignLock(CampaignLock&& other) noexcept;
     CampaignLock& operator=(CampaignLock&&) = delete;
     CampaignLock(const CampaignLock&) = delete;

@@ -1,5 +1,6 @@
 // `npuopt status`: the campaign's state from its database alone.
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -37,7 +38,8 @@ CampaignStatus campaign_status(store::CampaignStore& store) {
     status.pid = run.value("pid", std::int64_t{0});
     auto counters = parse_object(lookup("counters"));
     status.steps = counters.value("step", std::int64_t{0});
-    status.device_runs_used = counters.value("device_runs", std::int64_t{0});
+    // launches are counted as they start; a step killed in flight has charged them already
+    status.device_runs_used = std::max(counters.value("device_runs", std::int64_t{0}), store.device_launches());
     status.wall_secs_used = counters.value("wall_secs", 0.0);
     auto budgets = parse_object(lookup("budgets"));
     status.device_runs_budget = budgets.value("device_runs", std::int64_t{0});

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "campaign/lock.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "knowledge/knowledge_base.hpp"
@@ -74,6 +75,11 @@ int run_kb(const GlobalOptions& global, const KbOptions& options) {
         throw Error(ErrorKind::invalid_input, "kb diff: two toolchain versions are required (`npuopt kb diff OLD NEW`)");
     }
     auto workspace = report::open_workspace(options.campaign_dir, global.knowledge_dir);
+    // build and refresh rewrite the knowledge base: never beside a run of the same campaign
+    std::optional<campaign::CampaignLock> lock;
+    if (options.action == "build" || options.action == "refresh") {
+        lock.emplace(campaign::CampaignLock::acquire(workspace.dir, "npuopt kb " + options.action));
+    }
 
     report::KbBuildOptions build_options;
     build_options.quick = options.quick;

@@ -82,6 +82,13 @@ int run_run(const GlobalOptions& global, const RunOptions& options) {
         throw Error(ErrorKind::invalid_input, "run: --device-runs must be positive");
     }
     auto workspace = report::open_workspace(options.dir, global.knowledge_dir);
+    // As doctor does: a missing toolchain is named with where it was looked for, before anything runs.
+    std::string why_missing;
+    if (!workspace.toolchain->resolve_bin(&why_missing)) {
+        throw Error(ErrorKind::toolchain,
+                    fmt::format("run: {}; nothing was run (`npuopt doctor --campaign {}` says how to fix it)",
+                                why_missing, options.dir.string()));
+    }
     auto result = run_with_progress(workspace, options, global.json);
     if (global.json) {
         nlohmann::json kernels = nlohmann::json::array();

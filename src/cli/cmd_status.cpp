@@ -22,6 +22,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     }
     store::Database::Options open_options;
     open_options.create = false;
+    open_options.read_only = true;  // status never writes: it works on a read-only campaign, and beside a run
     auto store = store::CampaignStore::open(db_file, open_options);
     store::StoreSummary summary = store.summarize();
 

@@ -50,6 +50,10 @@ struct TargetConfig {
     std::string description;
     std::filesystem::path dir;            ///< the directory holding target.yaml
     ToolchainSpec toolchain;
+    /// run_check.fraction: share of screen and race launches run with the toolchain's correctness
+    /// check, chosen at random from the campaign seed (1 = every launch; for targets whose check is
+    /// expensive). Correctness-stage and submission launches are always checked.
+    double run_check_fraction = 1.0;
     std::map<std::string, HardwareFact> facts;  ///< public facts by key
     std::filesystem::path docs_dir;        ///< resolved against dir
     std::filesystem::path microbench_dir;  ///< resolved against dir (may not exist yet)

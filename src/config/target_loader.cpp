@@ -202,7 +202,7 @@ std::optional<std::string> expand_variables(std::string_view text, std::string* 
 TargetConfig load_target_config(const std::filesystem::path& target_yaml) {
     YAML::Node root = detail::load_yaml_file(target_yaml);
     Fields target(target_yaml, root, "",
-                  {"name", "description", "toolchain", "facts", "docs", "microbench", "templates", "kernels"});
+                  {"name", "description", "toolchain", "run_check", "facts", "docs", "microbench", "templates", "kernels"});
     TargetConfig config;
     config.dir = std::filesystem::absolute(target_yaml).parent_path().lexically_normal();
     config.name = target.string("name");
@@ -216,6 +216,14 @@ TargetConfig load_target_config(const std::filesystem::path& target_yaml) {
     }
     config.description = target.string("description");
     config.toolchain = parse_toolchain(target, config.dir);
+    if (target.has("run_check")) {
+        Fields run_check = target.map("run_check", {"fraction"});
+        config.run_check_fraction = run_check.number_or("fraction", 1.0);
+        if (!(config.run_check_fraction > 0.0 && config.run_check_fraction <= 1.0)) {
+            run_check.fail_at("fraction", fmt::format("expected a share of launches in (0, 1], got {}",
+                                                      config.run_check_fraction));
+        }
+    }
 
     YAML::Node facts = target.required("facts", "a map of public hardware facts");
     if (!facts.IsMap()) target.fail_at("facts", fmt::format("expected a map, got {}", detail::describe(facts)));

@@ -181,7 +181,10 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
     cascade_config.acceptance.alpha = workspace.campaign.acceptance.alpha;
     cascade_config.acceptance.min_effect = workspace.campaign.acceptance.min_effect;
     cascade_config.acceptance.max_pairs = static_cast<std::size_t>(workspace.campaign.acceptance.max_runs_per_race);
+    cascade_config.check_fraction = workspace.target.run_check_fraction;
     eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr, cascade_config);
+    store::CampaignStore* store = workspace.store.get();
+    cascade.set_launch_hook([store] { store->count_device_launch(); });
     campaign::CascadeEvaluator evaluator(cascade, *workspace.toolchain);
 
     campaign::CampaignStatus before = campaign::campaign_status(*workspace.store);

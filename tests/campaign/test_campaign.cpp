@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+
+#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -360,11 +362,11 @@ TEST_CASE("SIGINT finishes the step in flight and a rerun resumes without repeat
     }
 }
 
-TEST_CASE("a second concurrent run of the same campaign is refused") {
+TEST_CASE("a run beside a kb build of the same campaign is refused and names the holder") {
     ScratchDir templates("templates");
     ScratchDir dir("campaign");
     test::write_toy_templates(templates.path);
-    auto held = campaign::CampaignLock::acquire(dir.path);
+    auto held = campaign::CampaignLock::acquire(dir.path, "npuopt kb build");
     CHECK(campaign::campaign_locked(dir.path));
     FakeEvaluator evaluator;
     std::string message;
@@ -374,9 +376,25 @@ TEST_CASE("a second concurrent run of the same campaign is refused") {
         message = error.what();
         CHECK(error.kind() == ErrorKind::invalid_input);
     }
-    CHECK(message.find("already running") != std::string::npos);
+    CHECK(message.find("is busy") != std::string::npos);
+    CHECK(message.find("npuopt kb build") != std::string::npos);  // the holder's command
+    CHECK(message.find("`npuopt run` cannot run") != std::string::npos);
     CHECK(message.find(std::to_string(::getpid())) != std::string::npos);
     CHECK(evaluator.evaluations == 0);
+}
+
+TEST_CASE("a kb build beside a run is refused and names the run") {
+    ScratchDir dir("campaign");
+    auto held = campaign::CampaignLock::acquire(dir.path, "npuopt run");
+    std::string message;
+    try {
+        auto second = campaign::CampaignLock::acquire(dir.path, "npuopt kb build");
+    } catch (const Error& error) {
+        message = error.what();
+        CHECK(error.kind() == ErrorKind::invalid_input);
+    }
+    CHECK(message.find(fmt::format("pid {} (npuopt run)", ::getpid())) != std::string::npos);
+    CHECK(message.find("`npuopt kb build` cannot run") != std::string::npos);
 }
 
 TEST_CASE("a missing toolchain a broken template and a hanging kernel are recorded failures") {
@@ -480,4 +498,24 @@ TEST_CASE("the champion is re-validated every configured number of accepts and n
         REQUIRE(accepts >= 2);
         CHECK(evaluator.revalidations == (every == 0 ? 0 : accepts / every));
     }
+}
+
+TEST_CASE("launches counted in the store but never committed with their step are charged on resume") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    {
+        // a run killed in the middle of a step: 40 launches counted as they started, no step committed
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        for (int launch_idx = 0; launch_idx < 40; ++launch_idx) store.count_device_launch();
+    }
+    FakeEvaluator evaluator;
+    auto options = toy_options(dir.path);
+    options.device_run_budget = 40;
+    auto result = run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(result.stop == campaign::StopReason::device_budget);
+    CHECK(result.device_runs_used == 40);
+    CHECK(evaluator.evaluations == 0);  // nothing left to spend
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    CHECK(campaign::campaign_status(store).device_runs_used == 40);
 }
