@@ -18,7 +18,8 @@ constexpr const char* k_exit_codes_help =
     "  0  ok\n"
     "  1  failure (a check failed, the toolchain or the database failed)\n"
     "  2  usage or configuration error (bad arguments, invalid campaign.yaml/target.yaml, unknown target)\n"
-    "  3  interrupted (SIGINT/SIGTERM)\n";
+    "  3  interrupted (SIGINT/SIGTERM)\n"
+    "  4  eval: the kernel passed every check but the race did not show it faster than its opponent\n";
 
 }  // namespace
 
@@ -143,6 +144,32 @@ int run_main(int argc, char** argv) {
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();
 
+    EvalOptions eval_options;
+    std::string eval_campaign;
+    std::uint64_t eval_seed = 0;
+    auto* eval = app.add_subcommand(
+        "eval", "Put your own kernel file through the whole evaluation cascade (compile, correctness with "
+                "anti-gaming checks, screen) and an interleaved race against an opponent; prints each stage's "
+                "verdict and reason and the race's speedup with its interval");
+    eval->add_option("file", eval_options.file, "The kernel source to evaluate")->required();
+    eval->add_option("--kernel", eval_options.kernel, "Kernel name (from the target's kernels.yaml)")->required();
+    eval->add_option("--campaign", eval_campaign,
+                     "Campaign directory: its champion, rules and hardware model; the evaluation is recorded there "
+                     "(default: a scratch campaign, removed afterwards)");
+    eval->add_option("--against", eval_options.against,
+                     "Opponent of the race: champion (the campaign's, else the baseline), baseline, or a kernel file")
+        ->capture_default_str();
+    eval->add_option("--target", eval_options.target, "Target of the scratch campaign (without --campaign)")
+        ->capture_default_str();
+    auto* eval_seed_option =
+        eval->add_option("--seed", eval_seed, "Seed of the scratch campaign (default: drawn at random, printed)");
+    eval->footer(std::string("Exits 0 when the kernel passed every stage and the race says it is faster than the "
+                             "opponent, 4 when it passed every check but was not shown faster (race rejected or "
+                             "inconclusive), 1 when it failed or was rejected by a check (rules, compile, correctness, "
+                             "a checked race launch, speed of light) or the toolchain or database failed, 2 on bad "
+                             "usage.\n\n") +
+                 k_exit_codes_help);
+
     DemoOptions demo_options;
     auto* demo = app.add_subcommand("demo", "npuopt's main job on npu-sim in one command: init, kb build, a budgeted "
                                             "campaign and a submission; ends with the results table");
@@ -152,7 +179,9 @@ int run_main(int argc, char** argv) {
         ->capture_default_str();
     demo->add_flag("--full-kb", demo_options.full_kb, "Run the whole microbenchmark suite (slower)");
 
-    for (auto* subcommand : app.get_subcommands({})) subcommand->footer(k_exit_codes_help);
+    for (auto* subcommand : app.get_subcommands({})) {
+        if (subcommand != eval) subcommand->footer(k_exit_codes_help);
+    }
     doctor->footer(std::string("Exits 1 when a check fails, 2 when a configuration file is invalid.\n\n") +
                    k_exit_codes_help);
 
@@ -210,6 +239,10 @@ int run_main(int argc, char** argv) {
         } else if (submit->parsed()) {
             if (!submit_out.empty()) submit_options.out = submit_out;
             exit_code = run_submit(global, submit_options);
+        } else if (eval->parsed()) {
+            if (!eval_campaign.empty()) eval_options.campaign_dir = eval_campaign;
+            if (eval_seed_option->count()) eval_options.seed = eval_seed;
+            exit_code = run_eval(global, eval_options);
         } else if (demo->parsed()) {
             if (!demo_dir.empty()) demo_options.dir = demo_dir;
             exit_code = run_demo(global, demo_options);

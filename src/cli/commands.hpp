@@ -14,6 +14,7 @@ inline constexpr int k_exit_ok = 0;
 inline constexpr int k_exit_failure = 1;
 inline constexpr int k_exit_usage = 2;
 inline constexpr int k_exit_interrupted = 3;
+inline constexpr int k_exit_not_faster = 4;  ///< `npuopt eval`: correct, but not shown faster than its opponent
 
 /// Options every subcommand sees.
 struct GlobalOptions {
@@ -87,6 +88,16 @@ struct BenchOptions {
     std::string argv0;                      ///< how npuopt was started (finds programs beside it)
 };
 
+/// `npuopt eval FILE --kernel K`.
+struct EvalOptions {
+    std::filesystem::path file;
+    std::string kernel;
+    std::optional<std::filesystem::path> campaign_dir;  ///< none: a scratch campaign, removed afterwards
+    std::string against = "champion";                   ///< champion | baseline | a kernel file
+    std::string target = "npu-sim";                     ///< the scratch campaign's target
+    std::optional<std::uint64_t> seed;                  ///< the scratch campaign's seed (default: drawn now)
+};
+
 /// `npuopt demo [DIR]`.
 struct DemoOptions {
     std::optional<std::filesystem::path> dir;
@@ -112,6 +123,9 @@ int run_submit(const GlobalOptions& global, const SubmitCliOptions& options);
 int run_report(const GlobalOptions& global, const ReportOptions& options);
 /// `npuopt bench …`: the benchmark programs.
 int run_bench(const GlobalOptions& global, const BenchOptions& options);
+/// `npuopt eval`: a user's kernel through the cascade and a race; exit 0 faster, 4 correct but not
+/// faster, 1 failed a check.
+int run_eval(const GlobalOptions& global, const EvalOptions& options);
 /// `npuopt demo`: init, kb build, a budgeted campaign and a submission, ending in the results table.
 int run_demo(const GlobalOptions& global, const DemoOptions& options);
 

@@ -1,0 +1,3 @@
+// The baseline of the eval tests.
+// fake-behaviour: honest
+// fake-cycles: 10000
