@@ -224,6 +224,7 @@ int run_main(int argc, char** argv) {
         } else if (bench->parsed()) {
             if (bench_device_runs_option->count()) bench_options.device_runs = bench_device_runs;
             bench_options.argv0 = argc > 0 ? argv[0] : "npuopt";
+            if (!bench_dir.empty()) bench_options.extra_args.insert(bench_options.extra_args.begin(), {"--dir", bench_dir});
             exit_code = run_bench(global, bench_options);
         } else if (run->parsed()) {
             if (run_budget_option->count()) run_options.budget_minutes = run_budget_minutes;
@@ -257,6 +258,5 @@ int run_main(int argc, char** argv) {
         return k_exit_failure;
     }
 }
-            if (!bench_dir.empty()) bench_options.extra_args.insert(bench_options.extra_args.begin(), {"--dir", bench_dir});
 
 }  // namespace npuopt::cli
