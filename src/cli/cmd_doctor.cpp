@@ -4,6 +4,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
@@ -231,6 +232,20 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
         checks.push_back(check);
     }
 
+    {
+        Check check("limits");
+        const proc::LimitSupport limits = proc::limit_support();
+        check.detail = fmt::format("{}: {}", proc::limit_mechanism_name(limits.mechanism), limits.detail);
+        if (!limits.unenforced.empty()) {
+            check.status = CheckStatus::warn;
+            check.detail += fmt::format("; NOT enforced: {}", fmt::join(limits.unenforced, "; "));
+            check.fix = "run npuopt where it can make cgroups: as root with cgroup v2 (memory and pids) or the v1 "
+                        "memory and pids controllers mounted, or in a delegated cgroup "
+                        "(`systemd-run --user --scope -p Delegate=yes npuopt ...`)";
+        }
+        checks.push_back(check);
+    }
+
     if (target) {
         Check check("toolchain");
         if (campaign) config::apply_campaign_overrides(*campaign, *target);
@@ -285,6 +300,7 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
     if (global.json) {
         nlohmann::json out = {{"ok", failures == 0}, {"target", target_name.value_or("")}, {"checks", nlohmann::json::array()}};
         if (campaign_dir) out["campaign"] = campaign_dir->string();
+        out["limit_mechanism"] = std::string(proc::limit_mechanism_name(proc::limit_support().mechanism));
         for (const Check& check : checks) {
             out["checks"].push_back({{"name", check.name},
                                      {"status", std::string(status_label(check.status))},

@@ -230,6 +230,21 @@ RuleBook::RuleBook(store::KnowledgeStore& store, std::string target, std::string
     }
 }
 
+namespace {
+
+/// Text bound for campaign.db (a rule's statement, an evidence message), capped whatever its source,
+/// as target/'s parser caps what a toolchain prints.
+std::string capped_for_store(const std::string& text) {
+    constexpr std::size_t k_max_chars = target::k_diagnostic_message_max_chars;
+    if (text.size() <= k_max_chars) return text;
+    const std::string marker = fmt::format("… [{} bytes cut]", text.size());
+    std::size_t cut_at = k_max_chars - marker.size();
+    while (cut_at > 0 && (static_cast<unsigned char>(text[cut_at]) & 0xC0U) == 0x80U) --cut_at;
+    return text.substr(0, cut_at) + marker;
+}
+
+}  // namespace
+
 std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& design, std::string_view origin,
                                    const std::string& message, const std::string& quantities) {
     auto existing = m_store->find_rule_by_signature(m_target, m_version, draft.signature);
@@ -239,7 +254,7 @@ std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& desi
         store::KbRuleRecord rule;
         rule.target = m_target;
         rule.code = draft.code;
-        rule.statement = draft.statement;
+        rule.statement = capped_for_store(draft.statement);
         rule.quantity = draft.quantity;
         rule.limit = draft.limit;
         rule.toolchain_version = m_version;
@@ -279,7 +294,7 @@ std::int64_t RuleBook::merge_draft(const RuleDraft& draft, const DesignRef& desi
     evidence.outcome = "rejected";
     evidence.toolchain_version = m_version;
     evidence.quantities_json = quantities;
-    evidence.message = message;
+    evidence.message = capped_for_store(message);
     m_store->add_rule_evidence(evidence);
     if (bound_changed) demote_if_contradicted(rule_id);
     return rule_id;

@@ -196,14 +196,18 @@ std::optional<fs::path> Toolchain::resolve_bin(std::string* why) const {
 
 namespace {
 
-/// What a `paths` command printed, by its expanded argv: run once per process.
+/// What a `paths` command printed: run once per process for each argv and environment.
 std::optional<std::vector<fs::path>> declared_paths(const std::vector<std::string>& argv,
                                                     const std::map<std::string, std::string>& env, double timeout_secs,
                                                     const std::string& target_name) {
+    // By argv and environment: the toolchain's answer may depend on both (npuc lists the profile
+    // file NPU_SIM_PROFILE names).
+    using Key = std::pair<std::vector<std::string>, std::map<std::string, std::string>>;
     static std::mutex mutex;
-    static std::map<std::vector<std::string>, std::optional<std::vector<fs::path>>> cache;
+    static std::map<Key, std::optional<std::vector<fs::path>>> cache;
     std::lock_guard lock(mutex);
-    if (auto found = cache.find(argv); found != cache.end()) return found->second;
+    const Key key{argv, env};
+    if (auto found = cache.find(key); found != cache.end()) return found->second;
     proc::Command command;
     command.argv = argv;
     command.env = env;
@@ -225,7 +229,7 @@ std::optional<std::vector<fs::path>> declared_paths(const std::vector<std::strin
                      : !ran.ok() ? fmt::format("exit status {}", ran.exit_code.value_or(-1))
                                  : "no \"paths\" line");
     }
-    cache.emplace(argv, paths);
+    cache.emplace(key, paths);
     return paths;
 }
 
