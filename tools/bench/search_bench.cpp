@@ -150,7 +150,7 @@ public:
             outcome.final_reason = "does not compile";
             return outcome;
         }
-        auto measured = m_cascade->measure(candidate, kernel, 1, m_seed++);
+        auto measured = m_cascade->measure(candidate, kernel, std::vector<std::uint64_t>{m_seed++});
         outcome.device_runs = 1;
         outcome.correct = measured.all_passed;
         outcome.cycles_median = measured.cycles_median;
