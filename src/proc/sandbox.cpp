@@ -46,11 +46,12 @@ std::vector<std::string> sandbox_argv(const std::string& bwrap_path, const Sandb
     };
     if (!policy.allow_network) argv.emplace_back("--unshare-net");
     // The root is an empty tmpfs: only what is bound below exists. Order matters: later mounts go
-    // on top of earlier ones, so /tmp's tmpfs comes before any bind that lives under /tmp.
+    // on top of earlier ones, so /tmp's tmpfs comes before any bind that lives under /tmp (a
+    // checkout or a toolchain under /tmp, system paths included).
+    for (const char* arg : {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}) argv.emplace_back(arg);
     for (const auto& path : policy.system_paths ? *policy.system_paths : default_system_paths()) {
         add_system_path(argv, path);
     }
-    for (const char* arg : {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}) argv.emplace_back(arg);
     for (const auto& path : policy.read_only_paths) {
         argv.insert(argv.end(), {"--ro-bind", path.string(), path.string()});
     }
@@ -60,6 +61,8 @@ std::vector<std::string> sandbox_argv(const std::string& bwrap_path, const Sandb
     argv.insert(argv.end(), {"--bind", scratch.string(), scratch.string()});
     // The directories bwrap made to hold the binds stay read-only: nothing is written beside the
     // kernel file or into the sandbox's root.
+    // (/tmp stays the call's private, writable tmpfs: a bind that lives under /tmp sits in
+    // directories bwrap made there, which a call can write into, but only inside that tmpfs.)
     argv.insert(argv.end(), {"--remount-ro", "/"});
     argv.insert(argv.end(), {"--chdir", cwd.string(), "--clearenv"});
     for (const auto& [name, value] : env) argv.insert(argv.end(), {"--setenv", name, value});
