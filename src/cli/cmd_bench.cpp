@@ -1,4 +1,4 @@
-// `npuopt bench kb|acceptance|search`: run the benchmark programs built beside npuopt. Only those
+// `npuopt bench kb|acceptance|search|adversarial`: run the benchmark programs built beside npuopt. Only those
 // programs may read the simulator's true profile; npuopt itself never does.
 
 #include <unistd.h>
@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "cli/bench_adversarial.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 
@@ -51,7 +50,6 @@ std::optional<fs::path> find_program(const fs::path& dir, const std::vector<std:
 }  // namespace
 
 int run_bench(const GlobalOptions& global, const BenchOptions& options) {
-    if (options.what == "adversarial") return run_bench_adversarial(global, options);
     const fs::path dir = self_dir(options.argv0);
     std::vector<std::string> args;
     if (global.json) args.push_back("--json");
@@ -62,7 +60,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
         args.push_back(std::to_string(*options.device_runs));
     }
     args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-    if (global.knowledge_dir && options.what == "search") {
+    if (global.knowledge_dir && (options.what == "search" || options.what == "adversarial")) {
         args.push_back("--knowledge-dir");
         args.push_back(global.knowledge_dir->string());
     }
@@ -78,6 +76,9 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     } else if (options.what == "search") {
         names = {"search_bench", "npuopt_bench_search"};
         build_target = "npuopt_bench_search";
+    } else if (options.what == "adversarial") {
+        names = {"adversarial_bench", "npuopt_bench_adversarial"};
+        build_target = "npuopt_bench_adversarial";
     } else {
         throw Error(ErrorKind::invalid_input,
                     fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search or adversarial)", options.what));

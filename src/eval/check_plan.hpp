@@ -1,6 +1,6 @@
 #pragma once
-// Which device launches are checked for correctness. Every launch is checked by default (on
-// npu-sim checking is cheap); a target whose check is expensive declares
+// Which device launches are checked for correctness. Every launch is checked by default; a
+// target whose check is expensive declares
 // `run_check: {fraction: F}` in target.yaml, and then each launch is checked with probability F,
 // drawn from a SeedStream of the campaign seed: reproducible from the database, unannounced (no
 // pattern a kernel could learn, and the toolchain's argv is the only place the choice shows).

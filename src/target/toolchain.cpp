@@ -200,8 +200,8 @@ namespace {
 std::optional<std::vector<fs::path>> declared_paths(const std::vector<std::string>& argv,
                                                     const std::map<std::string, std::string>& env, double timeout_secs,
                                                     const std::string& target_name) {
-    // By argv and environment: the toolchain's answer may depend on both (npuc lists the profile
-    // file NPU_SIM_PROFILE names).
+    // By argv and environment: the toolchain's answer may depend on both (a path named in its
+    // environment may be one it needs visible).
     using Key = std::pair<std::vector<std::string>, std::map<std::string, std::string>>;
     static std::mutex mutex;
     static std::map<Key, std::optional<std::vector<fs::path>>> cache;

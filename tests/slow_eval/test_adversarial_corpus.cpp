@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "report/adversarial_bench.hpp"
+#include "adversarial_bench.hpp"
 
 namespace fs = std::filesystem;
 
@@ -69,11 +69,11 @@ void check_adversarial(const std::string& name) {
         MESSAGE("skipped: npuc not built at " << k_npuc.string());
         return;
     }
-    npuopt::report::AdversarialOptions options;
+    npuopt::bench::AdversarialOptions options;
     options.corpus_dir = k_corpus;
     options.only = {name};
     options.controls = false;
-    const auto report = npuopt::report::run_adversarial_bench(options);
+    const auto report = npuopt::bench::run_adversarial_bench(options);
     REQUIRE(report.rows.size() == 1);
     const auto& row = report.rows.front();
     std::string escapes;
@@ -86,7 +86,7 @@ void check_adversarial(const std::string& name) {
 }  // namespace
 
 TEST_CASE("adversarial corpus: every kernel has a header, a test, and the corpus covers the patterns") {
-    const auto corpus = npuopt::report::load_adversarial_corpus(k_corpus);
+    const auto corpus = npuopt::bench::load_adversarial_corpus(k_corpus);
     int gaming = 0, escapes = 0;
     for (const auto& item : corpus) {
         INFO(item.file.string());

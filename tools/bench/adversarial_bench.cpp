@@ -1,4 +1,4 @@
-#include "report/adversarial_bench.hpp"
+#include "adversarial_bench.hpp"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -36,7 +36,7 @@
 #include "search/design.hpp"
 #include "store/knowledge_store.hpp"
 
-namespace npuopt::report {
+namespace npuopt::bench {
 
 namespace fs = std::filesystem;
 
@@ -320,14 +320,14 @@ void init_scratch_campaign(const fs::path& dir, const config::TargetConfig& targ
 
 /// One case's campaign: the workspace, its rule book and a cascade set up as `npuopt run` does.
 struct ScratchCampaign {
-    Workspace workspace;
+    report::Workspace workspace;
     std::unique_ptr<store::KnowledgeStore> knowledge_store;
     std::unique_ptr<knowledge::RuleBook> rules;
     std::unique_ptr<eval::Cascade> cascade;
     campaign::KernelSetup setup;
 
     ScratchCampaign(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const std::string& kernel)
-        : workspace(open_workspace(dir, knowledge_dir)) {
+        : workspace(report::open_workspace(dir, knowledge_dir)) {
         const std::string version = workspace.toolchain_version();
         knowledge_store = std::make_unique<store::KnowledgeStore>(workspace.store->database());
         rules = std::make_unique<knowledge::RuleBook>(*knowledge_store, workspace.target.name, version);
@@ -786,4 +786,4 @@ std::string adversarial_report_table(const AdversarialReport& report) {
     return text;
 }
 
-}  // namespace npuopt::report
+}  // namespace npuopt::bench

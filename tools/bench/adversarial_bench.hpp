@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace npuopt::report {
+namespace npuopt::bench {
 
 /// Where the canaries live (fixed, outside /tmp, so that a kernel can name it at compile time).
 inline constexpr const char* k_adversarial_canary_root = "/var/tmp/npuopt-adversarial";
@@ -88,4 +88,4 @@ nlohmann::json adversarial_report_json(const AdversarialReport& report);
 /// The Markdown table and the summary lines.
 std::string adversarial_report_table(const AdversarialReport& report);
 
-}  // namespace npuopt::report
+}  // namespace npuopt::bench
