@@ -214,10 +214,15 @@ pub fn encode_op(op: &Op, sp: SpanRef) -> String {
 
 /// `s` cut to MAX_TEXT bytes (on a character boundary).
 pub fn cap(s: &str) -> String {
-    if s.len() <= MAX_TEXT {
+    cut(s, MAX_TEXT)
+}
+
+/// `s` cut to `n` bytes on a character boundary, marked with `…` when cut.
+pub fn cut(s: &str, n: usize) -> String {
+    if s.len() <= n {
         return s.to_string();
     }
-    let mut e = MAX_TEXT;
+    let mut e = n;
     while !s.is_char_boundary(e) {
         e -= 1;
     }

@@ -162,17 +162,23 @@ impl std::fmt::Display for HostError {
 
 /// Run `bin`'s host code for `launch`; returns its program (possibly incomplete) or why none came.
 pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, HostError> {
-    run_host_inner(bin, launch).map_err(HostError::Failed).and_then(|(p, code)| {
-        // npu::host::main exits 9 before sending anything when the kernel is not in the file
-        if code == Some(9) && p.files.is_empty() && p.ops.is_empty() && !p.complete {
-            Err(HostError::NotProvided)
-        } else {
-            Ok(p)
-        }
-    })
+    let (p, status) = run_host_inner(bin, launch).map_err(HostError::Failed)?;
+    if p.complete {
+        return Ok(p);
+    }
+    let status = match status {
+        Some(st) if !st.success() => st,
+        _ => return Ok(p), // ended early but cleanly: the device reports the unfinished program
+    };
+    // npu::host::main exits 9 before sending anything when the kernel is not in the file
+    if status.code() == Some(9) && p.files.is_empty() && p.ops.is_empty() {
+        return Err(HostError::NotProvided);
+    }
+    Err(HostError::Failed(format!("the kernel's host code ended without finishing its program ({})", status)))
 }
 
-fn run_host_inner(bin: &Path, launch: &Launch) -> Result<(Program, Option<i32>), String> {
+/// The program as received (complete or not) and how the host code ended.
+fn run_host_inner(bin: &Path, launch: &Launch) -> Result<(Program, Option<std::process::ExitStatus>), String> {
     let cwd = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
     let mut cmd = Command::new(bin);
     let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the program pipe: {}", e))?;
@@ -224,17 +230,7 @@ fn run_host_inner(bin: &Path, launch: &Launch) -> Result<(Program, Option<i32>),
     let status = child.wait().ok();
     reap_strays();
     match got {
-        Ok(Ok(p)) => {
-            let code = status.and_then(|s| s.code());
-            if !p.complete && !(p.files.is_empty() && p.ops.is_empty() && code == Some(9)) {
-                if let Some(st) = status {
-                    if !st.success() {
-                        return Err(format!("the kernel's host code ended without finishing its program ({})", st));
-                    }
-                }
-            }
-            Ok((p, code))
-        }
+        Ok(Ok(p)) => Ok((p, status)),
         Ok(Err(e)) => Err(format!("the kernel's program was rejected: {}", npu::program::cap(&e))),
         Err(_) => Err(format!("the kernel's host code did not finish its program within {:.0} s", limit.as_secs_f64())),
     }

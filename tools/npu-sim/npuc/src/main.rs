@@ -103,17 +103,7 @@ pub const DIAG_MESSAGE_MAX: usize = 1000;
 pub const DIAG_NOTES_MAX: usize = 8;
 pub const DIAG_NOTE_MAX: usize = 300;
 
-/// `s` cut to `n` bytes on a character boundary.
-pub fn cut(s: &str, n: usize) -> String {
-    if s.len() <= n {
-        return s.to_string();
-    }
-    let mut e = n;
-    while !s.is_char_boundary(e) {
-        e -= 1;
-    }
-    format!("{}…", &s[..e])
-}
+pub use npu::program::cut;
 
 pub fn diag(code: &str, level: &str, msg: &str, span: Option<(String, u64, u64)>, notes: &[String]) -> String {
     let sp = match span {
