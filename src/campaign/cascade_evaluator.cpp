@@ -21,7 +21,7 @@ void CascadeEvaluator::set_strict(bool strict) {
 }
 
 std::string CascadeEvaluator::toolchain_version(std::string* why) {
-    target::VersionResult version = m_toolchain->version();
+    target::VersionResult version = m_device->version();
     if (version.call.status != target::CallStatus::ok || version.version.empty()) {
         if (why) *why = version.call.message.empty() ? "the toolchain did not report a version" : version.call.message;
         return "";

@@ -1,7 +1,10 @@
 #pragma once
 // The evaluation step as the campaign sees it: an interface the real cascade adapts to
 // (CascadeEvaluator) and tests replace with a fake, so the driver never runs a toolchain itself.
+// An evaluation keeps its records until the driver commits the step (commit_step), so that the
+// stage rows, the knowledge base's updates and the driver's tree edge land in one transaction.
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -30,13 +33,19 @@ public:
     /// Device runs the next evaluation may spend (the budget left; none = unbounded): a race
     /// ends inconclusive rather than overrun the campaign's device-run budget.
     virtual void set_device_run_allowance(std::optional<std::int64_t> allowance) { (void)allowance; }
+    /// Commit what the last evaluate/revalidate kept and `step_writes` (the driver's), in one
+    /// transaction. An evaluator that keeps nothing runs `step_writes` alone.
+    virtual void commit_step(const std::function<void()>& step_writes) { step_writes(); }
 };
 
 /// The real cascade behind the Evaluator interface.
 class CascadeEvaluator final : public Evaluator {
 public:
-    CascadeEvaluator(eval::Cascade& cascade, const target::Toolchain& toolchain)
-        : m_cascade(&cascade), m_toolchain(&toolchain), m_configured(cascade.config()) {}
+    /// Defers the cascade's commits to commit_step().
+    CascadeEvaluator(eval::Cascade& cascade, const target::Device& device)
+        : m_cascade(&cascade), m_device(&device), m_configured(cascade.config()) {
+        m_cascade->set_deferred_commit(true);
+    }
     eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
                            const eval::KernelContext& kernel) override;
     eval::Outcome revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
@@ -47,10 +56,11 @@ public:
     void set_device_run_allowance(std::optional<std::int64_t> allowance) override {
         m_cascade->set_device_run_allowance(allowance);
     }
+    void commit_step(const std::function<void()>& step_writes) override { m_cascade->commit(step_writes); }
 
 private:
     eval::Cascade* m_cascade;
-    const target::Toolchain* m_toolchain;
+    const target::Device* m_device;
     eval::CascadeConfig m_configured;  ///< the campaign's settings; strict() is derived from them
 };
 

@@ -79,8 +79,8 @@ JudgedLaunch to_judged_launch(const target::RunResult& result, bool checked) {
     return launch;
 }
 
-Judge::Judge(const target::Toolchain& toolchain, std::shared_ptr<const SequentialDesign> design)
-    : m_toolchain(&toolchain), m_design(std::move(design)) {}
+Judge::Judge(const target::Runner& runner, std::shared_ptr<const SequentialDesign> design)
+    : m_runner(&runner), m_design(std::move(design)) {}
 
 JudgedLaunch Judge::launch(const LaunchSpec& spec, std::uint64_t seed, bool check) const {
     target::RunRequest request;
@@ -91,7 +91,7 @@ JudgedLaunch Judge::launch(const LaunchSpec& spec, std::uint64_t seed, bool chec
     request.check = check;
     request.shape = spec.shape;
     request.extra_args = spec.extra_args;
-    return to_judged_launch(m_toolchain->run(request), check);
+    return to_judged_launch(m_runner->run(request), check);
 }
 
 JudgeReport Judge::race(const LaunchSpec& champion, const LaunchSpec& candidate, const RaceConfig& config,

@@ -17,7 +17,7 @@
 
 #include "eval/race.hpp"
 #include "eval/sequential.hpp"
-#include "target/toolchain.hpp"
+#include "target/device.hpp"
 
 namespace npuopt::eval {
 
@@ -70,10 +70,10 @@ std::string incorrect_reason(const target::RunResult& result);
 /// Whether a launch of the race is checked: asked once per launch, in launch order.
 using CheckChooser = std::function<bool(Side side)>;
 
-/// The judge on a real toolchain.
+/// The judge on a device's runner (the toolchain, or a fake in tests).
 class Judge {
 public:
-    Judge(const target::Toolchain& toolchain, std::shared_ptr<const SequentialDesign> design);
+    Judge(const target::Runner& runner, std::shared_ptr<const SequentialDesign> design);
 
     /// One process launch of `spec` with `seed`, repeat 1, with the toolchain's correctness
     /// check when `check` (an incorrect result is a persistent, `incorrect` failure).
@@ -88,7 +88,7 @@ public:
     const SequentialDesign& design() const { return *m_design; }
 
 private:
-    const target::Toolchain* m_toolchain;
+    const target::Runner* m_runner;
     std::shared_ptr<const SequentialDesign> m_design;
 };
 

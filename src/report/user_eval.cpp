@@ -222,11 +222,11 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
     progress(fmt::format("evaluating {} (design {}) against it", result.file.string(), result.design_id));
     result.outcome = cascade.evaluate(candidate.candidate, eval::Champion{*opponent, *measured.cycles_median}, setup.context);
     const eval::Outcome& outcome = result.outcome;
-    const bool raced = !outcome.stages.empty() && outcome.stages.back().stage == eval::Stage::race;
-    const std::string last_verdict = outcome.stages.empty() ? "error" : outcome.stages.back().verdict;
+    const bool raced = !outcome.stages.empty() && outcome.stages.back().stage == eval::StageKind::race;
+    const eval::Verdict last_verdict = outcome.stages.empty() ? eval::Verdict::error : outcome.stages.back().verdict;
     if (outcome.accepted) {
         result.verdict = UserVerdict::accepted;
-    } else if (raced && (last_verdict == "reject" || last_verdict == "inconclusive")) {
+    } else if (raced && (last_verdict == eval::Verdict::reject || last_verdict == eval::Verdict::inconclusive)) {
         result.verdict = UserVerdict::not_faster;
     } else {
         result.verdict = UserVerdict::failed;
@@ -256,16 +256,16 @@ nlohmann::json user_eval_json(const UserEvalResult& result) {
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& stage : result.outcome.stages) {
         stages.push_back({{"stage", eval::stage_name(stage.stage)},
-                          {"verdict", stage.verdict},
+                          {"verdict", eval::verdict_name(stage.verdict)},
                           {"reason", stage.reason},
                           {"secs", stage.secs},
                           {"device_runs", stage.device_runs},
                           {"failed_launches", stage.failed_launches}});
     }
-    const bool raced = !result.outcome.stages.empty() && result.outcome.stages.back().stage == eval::Stage::race;
+    const bool raced = !result.outcome.stages.empty() && result.outcome.stages.back().stage == eval::StageKind::race;
     nlohmann::json race = nullptr;
     if (raced) {
-        race = {{"verdict", result.outcome.stages.back().verdict},
+        race = {{"verdict", eval::verdict_name(result.outcome.stages.back().verdict)},
                 {"speedup", optional(result.outcome.speedup)},
                 {"interval", {optional(result.outcome.speedup_lower), optional(result.outcome.speedup_upper)}},
                 {"pairs", result.outcome.race_pairs},

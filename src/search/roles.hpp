@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/verdict.hpp"
 #include "search/cost_model.hpp"
 #include "search/design.hpp"
 
@@ -53,13 +54,37 @@ struct Proposal {
     std::optional<double> predicted_cycles;
 };
 
-/// A role of the search.
+/// How a step ended, as the search learns from it (the driver builds it after the judge).
+struct StepFeedback {
+    std::string kernel;
+    Proposal proposal;                       ///< what was tried, by which role
+    eval::StepVerdict verdict = eval::StepVerdict::rejected;
+    std::optional<double> cycles;            ///< measured median (none: not measured)
+    double device_secs = 0.0;
+    bool became_champion = false;
+    double champion_cycles_before = 0.0;     ///< 0: there was no champion
+    bool scored = true;                      ///< false for the baseline and steps against it: no reward
+    double speed_of_light_cycles = 0.0;      ///< the bound, for the reward's scale (0 when unknown)
+
+    /// Whether the step measured its design (its cycles teach the cost model).
+    bool measured() const { return cycles.has_value() && eval::step_measured(verdict); }
+};
+
+/// A role of the search, with a lifecycle (after MetaSchedule's SearchStrategy):
+///
+///   start(kernel) ─► propose(context) ─► [driver evaluates] ─► notify(feedback) ─► … ─► finish()
 class Role {
 public:
     virtual ~Role() = default;
     virtual std::string name() const = 0;
+    /// Once per kernel and run, before the first proposal (resume: after the replay of the tree).
+    virtual void start(const std::string& kernel) { (void)kernel; }
     /// Designs to try next, best first; none that is known or that known rules forbid.
     virtual std::vector<Proposal> propose(const SearchContext& context) = 0;
+    /// The result of every step of the kernel (its own proposals' and other roles').
+    virtual void notify(const StepFeedback& feedback) { (void)feedback; }
+    /// Once when the run ends.
+    virtual void finish() {}
 };
 
 /// The analyst's reading of the champion.

@@ -72,20 +72,20 @@ struct FakeEvaluator final : campaign::Evaluator {
         calls[candidate.content_hash] += 1;
         evaluations += 1;
         eval::Outcome outcome;
-        auto stage = [&](eval::Stage which, const std::string& verdict, const std::string& reason) {
+        auto stage = [&](eval::StageKind which, eval::Verdict verdict, const std::string& reason) {
             outcome.stages.push_back({which, verdict, reason, 0.1, 0});
         };
-        stage(eval::Stage::rules, "pass", "");
+        stage(eval::StageKind::rules, eval::Verdict::pass, "");
         if (fails_to_compile && fails_to_compile(read_file(candidate.source_file))) {
-            stage(eval::Stage::compile, "fail", "error[E0101]: packet too large");
+            stage(eval::StageKind::compile, eval::Verdict::fail, "error[E0101]: packet too large");
             outcome.final_reason = "error[E0101]: packet too large";
             if (on_evaluate) on_evaluate(evaluations);
             return outcome;
         }
-        stage(eval::Stage::compile, "pass", "");
+        stage(eval::StageKind::compile, eval::Verdict::pass, "");
         auto passes = candidate.quantities.find("passes");
         if (passes != candidate.quantities.end() && passes->second == 16) {
-            stage(eval::Stage::correctness, "fail", "timed out after 10 s: the kernel hung");
+            stage(eval::StageKind::correctness, eval::Verdict::fail, "timed out after 10 s: the kernel hung");
             outcome.final_reason = "timed out after 10 s: the kernel hung";
             outcome.device_runs = 1;
             outcome.device_secs = 10;
@@ -95,15 +95,15 @@ struct FakeEvaluator final : campaign::Evaluator {
             outcome.cycles_median = cycles;
             outcome.device_runs = 4;
             outcome.device_secs = 2;
-            stage(eval::Stage::correctness, "pass", "");
+            stage(eval::StageKind::correctness, eval::Verdict::pass, "");
             if (!champion) {
                 outcome.accepted = true;
-                stage(eval::Stage::screen, "pass", "first champion");
+                stage(eval::StageKind::screen, eval::Verdict::pass, "first champion");
             } else {
                 outcome.champion_cycles_median = champion->cycles_median;
                 outcome.speedup = champion->cycles_median / cycles;
                 outcome.accepted = cycles < 0.99 * champion->cycles_median;
-                stage(eval::Stage::race, outcome.accepted ? "accept" : "reject",
+                stage(eval::StageKind::race, outcome.accepted ? eval::Verdict::accept : eval::Verdict::reject,
                       outcome.accepted ? "faster" : "not faster by 1%");
             }
         }

@@ -39,7 +39,7 @@ npuopt::store::EvaluationRecord rejected_at_correctness(const std::string& behav
     CHECK_FALSE(outcome.accepted);
     CHECK_FALSE(outcome.correct);
     REQUIRE_FALSE(outcome.stages.empty());
-    CHECK(outcome.stages.back().stage == Stage::correctness);
+    CHECK(outcome.stages.back().stage == StageKind::correctness);
     const auto rows = campaign.evaluations(candidate);
     REQUIRE(rows.size() == 4);  // rules, estimate, compile, correctness: nothing after the failure
     CHECK(rows.back().stage == "correctness");
@@ -139,8 +139,8 @@ TEST_CASE("a clear loser is rejected after its first checked launch") {
     CHECK_FALSE(outcome.accepted);
     CHECK(outcome.device_runs == 1);
     REQUIRE_FALSE(outcome.stages.empty());
-    CHECK(outcome.stages.back().stage == Stage::screen);
-    CHECK(outcome.stages.back().verdict == "reject");
+    CHECK(outcome.stages.back().stage == StageKind::screen);
+    CHECK(outcome.stages.back().verdict == Verdict::reject);
     CHECK(outcome.stages.back().reason.find("quick-reject") != std::string::npos);
     // with the quick reject off, the same design pays the whole correctness stage before the screen
     CascadeConfig off = quick_config();
@@ -150,7 +150,7 @@ TEST_CASE("a clear loser is rejected after its first checked launch") {
     const Outcome slow_full =
         full.evaluate(other.design("honest", 14000), Champion{other.design("honest", 10000), 10000}, other.kernel());
     CHECK(slow_full.device_runs == 4);
-    CHECK(slow_full.stages.back().stage == Stage::screen);
+    CHECK(slow_full.stages.back().stage == StageKind::screen);
 }
 
 TEST_CASE("a candidate that does not look faster in the screen gets no race") {
@@ -160,8 +160,8 @@ TEST_CASE("a candidate that does not look faster in the screen gets no race") {
     const Outcome outcome = cascade.evaluate(campaign.design("honest", 10300), champion, campaign.kernel());
     INFO(outcome.final_reason);
     CHECK_FALSE(outcome.accepted);
-    CHECK(outcome.stages.back().stage == Stage::screen);
-    CHECK(outcome.stages.back().verdict == "reject");
+    CHECK(outcome.stages.back().stage == StageKind::screen);
+    CHECK(outcome.stages.back().verdict == Verdict::reject);
     CHECK(outcome.device_runs == 4);
 }
 
@@ -189,15 +189,15 @@ TEST_CASE("a compile error is mined into a rule that rejects the next design bef
     const Candidate illegal = campaign.design("illegal", 10000, 0, {{"dm_bytes", 786432}});
     Outcome first = cascade.evaluate(illegal, std::nullopt, campaign.kernel());
     CHECK_FALSE(first.accepted);
-    REQUIRE(first.stages.back().stage == Stage::compile);
-    CHECK(first.stages.back().verdict == "fail");
+    REQUIRE(first.stages.back().stage == StageKind::compile);
+    CHECK(first.stages.back().verdict == Verdict::fail);
     CHECK(first.stages.back().reason.find("E0201") != std::string::npos);
 
     const Candidate again = campaign.design("illegal", 10000, 0, {{"dm_bytes", 600000}});
     Outcome second = cascade.evaluate(again, std::nullopt, campaign.kernel());
     REQUIRE(second.stages.size() == 1);
-    CHECK(second.stages[0].stage == Stage::rules);
-    CHECK(second.stages[0].verdict == "reject");
+    CHECK(second.stages[0].stage == StageKind::rules);
+    CHECK(second.stages[0].verdict == Verdict::reject);
     CHECK(second.stages[0].reason.find("dm_bytes") != std::string::npos);
     CHECK(campaign.evaluations(again).size() == 1);
 
@@ -215,8 +215,8 @@ TEST_CASE("the estimate stage skips designs predicted far slower except for the 
     const Candidate slow = campaign.design("honest", 10000, 20000);
     Outcome outcome = cascade.evaluate(slow, champion, campaign.kernel());
     REQUIRE(outcome.stages.size() == 2);
-    CHECK(outcome.stages[1].stage == Stage::estimate);
-    CHECK(outcome.stages[1].verdict == "skip");
+    CHECK(outcome.stages[1].stage == StageKind::estimate);
+    CHECK(outcome.stages[1].verdict == Verdict::skip);
     CHECK(outcome.stages[1].reason.find("2.00x") != std::string::npos);
 
     config.exploration_allowance = 1.0;  // everything screened out is let through
@@ -224,10 +224,10 @@ TEST_CASE("the estimate stage skips designs predicted far slower except for the 
     const Candidate explored = campaign.design("honest", 30000, 20000);
     outcome = cascade.evaluate(explored, champion, campaign.kernel());
     REQUIRE(outcome.stages.size() >= 2);
-    CHECK(outcome.stages[1].verdict == "pass");
+    CHECK(outcome.stages[1].verdict == Verdict::pass);
     CHECK(outcome.stages[1].reason.find("exploration") != std::string::npos);
-    CHECK(outcome.stages.back().stage == Stage::screen);  // then rejected by the screen: 3x slower
-    CHECK(outcome.stages.back().verdict == "reject");
+    CHECK(outcome.stages.back().stage == StageKind::screen);  // then rejected by the screen: 3x slower
+    CHECK(outcome.stages.back().verdict == Verdict::reject);
 }
 
 TEST_CASE("a faster candidate wins the race and every launch is recorded for both designs") {
@@ -262,8 +262,8 @@ TEST_CASE("identical designs do not win the race") {
     const Champion champion{campaign.design("honest", 10000), 10000};
     const Outcome outcome = cascade.evaluate(campaign.design("honest", 10000), champion, campaign.kernel());
     CHECK_FALSE(outcome.accepted);
-    CHECK(outcome.stages.back().stage == Stage::race);
-    CHECK(outcome.stages.back().verdict != "accept");
+    CHECK(outcome.stages.back().stage == StageKind::race);
+    CHECK(outcome.stages.back().verdict != Verdict::accept);
 }
 
 TEST_CASE("transient failures are retried and counted in the reason") {
@@ -284,7 +284,7 @@ TEST_CASE("a race against a flaky candidate records every launch with its side a
     const Candidate flaky = campaign.design("flaky", 9000);  // every third launch fails transiently
     const Outcome outcome = cascade.evaluate(flaky, champion, campaign.kernel());
     INFO(outcome.final_reason);
-    REQUIRE(outcome.stages.back().stage == Stage::race);
+    REQUIRE(outcome.stages.back().stage == StageKind::race);
     CHECK(outcome.accepted);
 
     const auto race = stage_row(campaign.evaluations(flaky), "race");
@@ -353,8 +353,8 @@ TEST_CASE("a device error in the correctness stage fails it and names the error"
     Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
     const Outcome outcome = cascade.evaluate(campaign.design("device_error"), std::nullopt, campaign.kernel());
     CHECK_FALSE(outcome.accepted);
-    CHECK(outcome.stages.back().stage == Stage::correctness);
-    CHECK(outcome.stages.back().verdict == "fail");
+    CHECK(outcome.stages.back().stage == StageKind::correctness);
+    CHECK(outcome.stages.back().verdict == Verdict::fail);
     CHECK(outcome.stages.back().reason.find("DMA fault") != std::string::npos);
 }
 

@@ -43,8 +43,8 @@ TEST_CASE("a kernel correct only while the correctness stage watches is rejected
     INFO(outcome.final_reason);
     CHECK_FALSE(outcome.accepted);
     CHECK_FALSE(outcome.correct);
-    REQUIRE(outcome.stages.back().stage == Stage::race);
-    CHECK(outcome.stages.back().verdict == "fail");
+    REQUIRE(outcome.stages.back().stage == StageKind::race);
+    CHECK(outcome.stages.back().verdict == Verdict::fail);
     CHECK(has(outcome.stages.back().reason, "candidate incorrect"));
     CHECK(has(outcome.stages.back().reason, "check failed"));
     const auto race = stage_row(campaign.evaluations(sneaky), "race");
@@ -62,7 +62,7 @@ TEST_CASE("a race launch that reports no verify line under a check is rejected a
     INFO(outcome.final_reason);
     CHECK_FALSE(outcome.accepted);
     CHECK_FALSE(outcome.correct);
-    CHECK(outcome.stages.back().verdict == "fail");
+    CHECK(outcome.stages.back().verdict == Verdict::fail);
     CHECK(has(outcome.stages.back().reason, "no verify line"));
 }
 
@@ -95,8 +95,8 @@ TEST_CASE("correctness does not pass on a launch that printed a passing verify l
     INFO(outcome.final_reason);
     CHECK_FALSE(outcome.accepted);
     CHECK_FALSE(outcome.correct);
-    REQUIRE(outcome.stages.back().stage == Stage::correctness);
-    CHECK(outcome.stages.back().verdict == "fail");
+    REQUIRE(outcome.stages.back().stage == StageKind::correctness);
+    CHECK(outcome.stages.back().verdict == Verdict::fail);
     const auto row = stage_row(campaign.evaluations(broken), "correctness");
     REQUIRE(row);
     CHECK(row->verdict == "fail");
@@ -154,7 +154,7 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
     CHECK(short_of_runs.device_runs == 3);
     CHECK(hooked == 3);
     CHECK(campaign.argv_log().size() == 3);
-    CHECK(short_of_runs.stages.back().verdict == "inconclusive");
+    CHECK(short_of_runs.stages.back().verdict == Verdict::inconclusive);
 
     for (const std::int64_t allowance : {5, 9, 15}) {
         Campaign race_campaign(checks_toolchain());

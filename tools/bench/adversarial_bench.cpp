@@ -397,9 +397,9 @@ void describe_outcome(const eval::Outcome& outcome, AdversarialRow& row) {
     }
     row.verdict = "rejected";
     for (const auto& stage : outcome.stages) {
-        if (stage.verdict != "pass" && stage.verdict != "skip") {
+        if (stage.verdict != eval::Verdict::pass && stage.verdict != eval::Verdict::skip) {
             row.stage = eval::stage_name(stage.stage);
-            row.reason = stage.verdict + ": " + stage.reason;
+            row.reason = fmt::format("{}: {}", stage.verdict, stage.reason);
             return;
         }
     }

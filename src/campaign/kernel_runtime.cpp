@@ -1,0 +1,48 @@
+#include "campaign/kernel_runtime.hpp"
+
+namespace npuopt::campaign {
+
+std::string_view kernel_state_name(KernelState state) {
+    switch (state) {
+        case KernelState::active: return "active";
+        case KernelState::exhausted: return "exhausted";
+        case KernelState::failed: return "failed";
+    }
+    return "active";
+}
+
+KernelState parse_kernel_state(std::string_view name) {
+    if (name == "exhausted") return KernelState::exhausted;
+    if (name == "failed") return KernelState::failed;
+    return KernelState::active;
+}
+
+KernelRuntime::KernelRuntime(KernelSetup kernel_setup, std::vector<std::unique_ptr<search::Role>> roles,
+                             search::CostModel cost_model)
+    : setup(std::move(kernel_setup)), search(setup.spec.name, std::move(roles), std::move(cost_model)) {
+    for (const auto& tmpl : setup.templates) templates_by_name[tmpl->name()] = tmpl;
+}
+
+nlohmann::json KernelRuntime::state_json() const {
+    return {{"status", std::string(kernel_state_name(state))},
+            {"reason", reason},
+            {"failure_kind", failure_kind},
+            {"sol_cycles", sol_cycles},
+            {"steps_since_accept", steps_since_accept},
+            {"runs_since_accept", runs_since_accept},
+            {"accepts_since_revalidation", accepts_since_revalidation},
+            {"revalidate_pending", revalidate_pending}};
+}
+
+std::string KernelRuntime::family_of(const std::string& template_name) const {
+    auto found = templates_by_name.find(template_name);
+    return found == templates_by_name.end() ? template_name : found->second->family();
+}
+
+std::map<std::string, double> quantities_of(const search::Design& design) {
+    auto quantities = design.quantities;
+    for (const auto& [name, value] : design.features) quantities.emplace(name, value);
+    return quantities;
+}
+
+}  // namespace npuopt::campaign

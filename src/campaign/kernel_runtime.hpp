@@ -1,0 +1,57 @@
+#pragma once
+// One kernel of a running campaign: its setup, its search (search/kernel_search.hpp), its
+// champion and the counters the driver schedules by. Plain state; persisted by
+// campaign_records, changed by the driver.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "campaign/driver.hpp"
+#include "search/kernel_search.hpp"
+
+namespace npuopt::campaign {
+
+/// Where a kernel stands in the campaign.
+enum class KernelState { active, exhausted, failed };
+std::string_view kernel_state_name(KernelState state);
+/// The state named `name`; active for an unknown name (an old database's state is re-examined).
+KernelState parse_kernel_state(std::string_view name);
+
+struct KernelRuntime {
+    KernelRuntime(KernelSetup kernel_setup, std::vector<std::unique_ptr<search::Role>> roles, search::CostModel cost_model);
+
+    KernelSetup setup;
+    std::map<std::string, std::shared_ptr<search::Template>> templates_by_name;
+    search::KernelSearch search;
+    std::optional<search::Design> champion;
+    std::int64_t champion_design_id = 0;
+    std::int64_t champion_link_id = 0;
+    double champion_cycles = 0.0;
+    std::optional<double> baseline_cycles;
+    double sol_cycles = 0.0;
+    KernelState state = KernelState::active;
+    std::string reason;
+    std::string failure_kind;               ///< baseline | toolchain | template (with state failed)
+    std::int64_t steps_since_accept = 0;
+    std::int64_t runs_since_accept = 0;     ///< device runs spent on the kernel since its last accept
+    std::int64_t accepts_since_revalidation = 0;
+    bool revalidate_pending = false;
+
+    const std::string& name() const { return setup.spec.name; }
+    bool active() const { return state == KernelState::active; }
+    /// The persisted part of the state (tree_state "kernel/<name>").
+    nlohmann::json state_json() const;
+    /// The family of a template name (the name itself when the template is gone).
+    std::string family_of(const std::string& template_name) const;
+};
+
+/// A design's quantities and features together (what the cost model and the rules read).
+std::map<std::string, double> quantities_of(const search::Design& design);
+
+}  // namespace npuopt::campaign

@@ -1,0 +1,497 @@
+// The six stages of the cascade (stage.hpp). Each returns its verdict and reason; the rule book
+// is read here and written only through the recorder (at the step's commit).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "core/error.hpp"
+#include "eval/anti_gaming.hpp"
+#include "eval/check_plan.hpp"
+#include "eval/judge.hpp"
+#include "eval/seed_stream.hpp"
+#include "eval/stage.hpp"
+#include "eval/stats.hpp"
+
+namespace npuopt::eval {
+namespace {
+
+knowledge::Quantities rule_inputs(const Candidate& candidate) {
+    knowledge::Quantities merged = candidate.quantities;
+    for (const auto& [name, value] : candidate.features) merged.emplace(name, value);
+    return merged;
+}
+
+StageResult ended(Verdict verdict, std::string reason, const LaunchLog* launches = nullptr) {
+    StageResult result;
+    result.verdict = verdict;
+    result.reason = std::move(reason);
+    result.launches = launches;
+    return result;
+}
+
+/// A device run's failure, kept for the rule book (a hang or device error becomes a runtime rule).
+void learn_from_run(StageContext& context, const target::RunResult& result) {
+    if (context.rules == nullptr) return;
+    knowledge::RuleBook* rules = context.rules;
+    context.recorder.knowledge([rules, result, design = context.design, features = context.candidate.features] {
+        rules->record_run_result(result, design, features);
+    });
+}
+
+target::RunRequest run_request(const StageContext& context, std::uint64_t seed, bool check) {
+    target::RunRequest request;
+    request.file = context.candidate.source_file;
+    request.kernel = context.kernel.spec.name;
+    request.seed = seed;
+    request.repeat = 1;
+    request.check = check;
+    request.shape = context.kernel.shape;
+    request.extra_args = context.config.run_extra_args;
+    return request;
+}
+
+// ---- rules: learnt legality rules on the declared quantities, nothing compiled -------------------
+
+class RulesStage final : public Stage {
+public:
+    StageKind kind() const override { return StageKind::rules; }
+    StageResult run(StageContext& context) override {
+        if (context.rules == nullptr) return ended(Verdict::skip, "no rule book");
+        const auto violations = context.rules->check_quantities(rule_inputs(context.candidate));
+        if (violations.empty()) return ended(Verdict::pass, "no known rule is violated");
+        std::vector<std::string> texts;
+        for (const auto& violation : violations) {
+            texts.push_back(fmt::format("{} = {:g} violates {}", violation.quantity, violation.value, violation.text));
+        }
+        return ended(Verdict::reject, fmt::format("{}", fmt::join(texts, "; ")));
+    }
+};
+
+// ---- estimate: cost model or static schedule against the champion's ----------------------------
+
+class EstimateStage final : public Stage {
+public:
+    StageKind kind() const override { return StageKind::estimate; }
+    StageResult run(StageContext& context) override {
+        const Estimate estimate = context.estimate(context.candidate, true);
+        if (estimate.illegal) {
+            return ended(Verdict::fail, fmt::format("the static schedule rejects the design: {}", estimate.why));
+        }
+        if (!estimate.cycles) return ended(Verdict::pass, fmt::format("no estimate ({}); not screened", estimate.why));
+        const double predicted = *estimate.cycles;
+        if (!context.champion) {
+            return ended(Verdict::pass, fmt::format("predicted {:.0f} cycles; no champion to compare with", predicted));
+        }
+        const Estimate champion_estimate = context.estimate(context.champion->candidate, false);
+        if (!champion_estimate.cycles || *champion_estimate.cycles <= 0.0) {
+            return ended(Verdict::pass, fmt::format("predicted {:.0f} cycles; the champion has no estimate ({})",
+                                                    predicted, champion_estimate.why));
+        }
+        const double champion_predicted = *champion_estimate.cycles;
+        const double ratio = predicted / champion_predicted;
+        const CascadeConfig& config = context.config;
+        if (ratio <= config.screen_slack) {
+            return ended(Verdict::pass, fmt::format("predicted {:.0f} cycles, {:.2f}x the champion's {:.0f}", predicted,
+                                                    ratio, champion_predicted));
+        }
+        SeedStream stream(config.seed, context.candidate.content_hash, "exploration");
+        const double draw = stream.uniform();
+        if (draw >= config.exploration_allowance) {
+            return ended(Verdict::skip, fmt::format("predicted {:.0f} cycles, {:.2f}x the champion's {:.0f} (limit "
+                                                    "{:.2f}x; exploration draw {:.3f} >= allowance {:.2f})",
+                                                    predicted, ratio, champion_predicted, config.screen_slack, draw,
+                                                    config.exploration_allowance));
+        }
+        return ended(Verdict::pass, fmt::format("predicted {:.2f}x the champion (limit {:.2f}x) but let through by the "
+                                                "exploration allowance (draw {:.3f} < {:.2f})",
+                                                ratio, config.screen_slack, draw, config.exploration_allowance));
+    }
+};
+
+// ---- compile: the toolchain's check; diagnostics become rules, success demotes wrong ones -------
+
+class CompileStage final : public Stage {
+public:
+    StageKind kind() const override { return StageKind::compile; }
+    StageResult run(StageContext& context) override {
+        target::CheckResult check;
+        int transient_failures = 0;
+        for (int attempt = 0; attempt <= context.config.transient_retries; ++attempt) {
+            check = context.device.build(context.candidate.source_file);
+            if (check.call.status != target::CallStatus::transient) break;
+            ++transient_failures;
+        }
+        knowledge::RuleBook* rules = context.rules;
+        std::string mined;
+        if (rules && !check.diagnostics.empty()) {
+            context.recorder.knowledge([rules, diagnostics = check.diagnostics, design = context.design] {
+                rules->mine_diagnostics(diagnostics, design, "check");
+            });
+            mined = fmt::format("; {} diagnostic(s) go to the rule book", check.diagnostics.size());
+        }
+        if (check.ok && check.call.status == target::CallStatus::ok) {
+            if (rules) {
+                context.recorder.knowledge([rules, inputs = rule_inputs(context.candidate), design = context.design] {
+                    rules->record_acceptance(inputs, design);
+                });
+            }
+            return ended(Verdict::pass, fmt::format("compiled in {:.2f} s{}{}", check.compile_secs, mined,
+                                                    transient_note(transient_failures)));
+        }
+        const std::string error = first_error(check.diagnostics);
+        const bool diagnosed = check.call.status == target::CallStatus::failed && !error.empty();
+        const Verdict verdict = diagnosed || check.call.status == target::CallStatus::failed ? Verdict::fail : Verdict::error;
+        std::string reason = diagnosed ? error
+                                       : fmt::format("{}: {}", target::call_status_name(check.call.status),
+                                                     check.call.message);
+        return ended(verdict, reason + mined + transient_note(transient_failures));
+    }
+};
+
+// ---- correctness: priming launch, fresh seeds, a re-run; the toolchain's verify + anti-gaming ---
+// Every correctness launch is timed too: the screen reuses their cycles, and a first launch that
+// is already far slower than the champion ends the evaluation after one device run.
+
+class CorrectnessStage final : public Stage {
+public:
+    StageKind kind() const override { return StageKind::correctness; }
+    StageResult run(StageContext& context) override {
+        const CascadeConfig& config = context.config;
+        Outcome& outcome = context.outcome;
+        SeedStream stream(config.seed, context.candidate.content_hash, "correctness");
+        const std::uint64_t priming =
+            config.priming_seed ? *config.priming_seed : derive_seed(config.seed, context.candidate.content_hash, "priming");
+        std::vector<std::uint64_t> seeds{priming};
+        std::set<std::uint64_t> used{priming};
+        while (static_cast<int>(seeds.size()) < 1 + std::max(2, config.correctness_seeds)) {
+            const std::uint64_t seed = stream.next();
+            if (used.insert(seed).second) seeds.push_back(seed);
+        }
+        seeds.push_back(seeds[1]);  // the first fresh seed again, after others ran: run-order check
+
+        std::vector<CorrectnessRun> runs;
+        std::vector<double>& cycles = context.checked_cycles;
+        for (std::size_t position = 0; position < seeds.size(); ++position) {
+            const auto result = m_launches.run(context.device, run_request(context, seeds[position], true),
+                                               config.transient_retries, outcome.device_secs, context.may_launch);
+            if (m_launches.budget_stopped()) {
+                outcome.budget_exhausted = true;
+                return ended(Verdict::inconclusive,
+                             fmt::format("the device-run budget is spent after {} of {} correctness launches",
+                                         m_launches.launches(), seeds.size()),
+                             &m_launches);
+            }
+            if (result.call.status == target::CallStatus::ok) cycles.insert(cycles.end(), result.cycles.begin(), result.cycles.end());
+            // A launch counts only when it ran to the end with its verify line: a passing verify
+            // line from a launch that then failed (or printed no time) is no pass. A failing one
+            // goes on to the anti-gaming checks, which name the way it is wrong.
+            const bool ran = result.call.status == target::CallStatus::ok && !result.cycles.empty();
+            if (!result.verify || (result.verify->passed && !ran)) {
+                learn_from_run(context, result);
+                const bool design_failed = result.call.status == target::CallStatus::ok ||
+                                           result.call.status == target::CallStatus::failed ||
+                                           result.call.status == target::CallStatus::timed_out;
+                std::string why = run_failure(result);
+                if (result.call.status == target::CallStatus::ok && result.cycles.empty()) {
+                    why = "the launch printed no cycles";
+                } else if (result.call.status == target::CallStatus::ok) {
+                    why = "the launch printed no verify line although a check was requested";
+                }
+                return ended(design_failed ? Verdict::fail : Verdict::error,
+                             fmt::format("seed {} (launch {}): {}{}", seeds[position], position, why,
+                                         transient_note(m_launches.transient_failures())),
+                             &m_launches);
+            }
+            runs.push_back({seeds[position], position, *result.verify});
+            const auto& champion = context.champion;
+            if (position == 0 && champion && champion->cycles_median > 0.0 && config.quick_reject_ratio > 0.0 &&
+                !cycles.empty() && cycles.front() > config.quick_reject_ratio * champion->cycles_median) {
+                outcome.cycles_median = cycles.front();
+                outcome.champion_cycles_median = champion->cycles_median;
+                StageResult result_quick = ended(
+                    Verdict::reject,
+                    fmt::format("first checked launch (seed {}) took {:.0f} cycles, {:.3f}x the champion's {:.0f} "
+                                "(quick-reject limit {:.2f}x): rejected after one launch{}",
+                                seeds[position], cycles.front(), cycles.front() / champion->cycles_median,
+                                champion->cycles_median, config.quick_reject_ratio,
+                                transient_note(m_launches.transient_failures())),
+                    &m_launches);
+                result_quick.recorded_as = StageKind::screen;
+                return result_quick;
+            }
+        }
+        const auto verdict = check_correctness_runs(runs, AntiGamingConfig{config.magnitude_factor});
+        if (runs.size() != seeds.size()) {
+            throw Error(ErrorKind::internal, fmt::format("cascade: {} of {} correctness launches verified and the stage "
+                                                         "did not end", runs.size(), seeds.size()));
+        }
+        if (!verdict.passed()) {
+            return ended(Verdict::fail, verdict.reason + transient_note(m_launches.transient_failures()), &m_launches);
+        }
+        outcome.correct = true;
+        if (!cycles.empty()) {
+            if (auto impossible = speed_of_light_violation(median(cycles), context.bound, config.speed_of_light_tolerance)) {
+                return ended(Verdict::suspect, "speed_of_light: " + *impossible, &m_launches);
+            }
+        }
+        const std::string notes =
+            verdict.notes.empty() ? std::string() : fmt::format("; notes: {}", fmt::join(verdict.notes, "; "));
+        return ended(Verdict::pass,
+                     fmt::format("every output verified on {} launches (priming seed {}, {} fresh seeds, one re-run); "
+                                 "fingerprints change with the inputs and reproduce{}{}",
+                                 runs.size(), priming, seeds.size() - 2, notes,
+                                 transient_note(m_launches.transient_failures())),
+                     &m_launches);
+    }
+
+private:
+    LaunchLog m_launches;
+};
+
+// ---- screen: the correctness launches' cycles (+ screen_runs more); not faster is rejected ------
+
+class ScreenStage final : public Stage {
+public:
+    StageKind kind() const override { return StageKind::screen; }
+    StageResult run(StageContext& context) override {
+        const CascadeConfig& config = context.config;
+        Outcome& outcome = context.outcome;
+        SeedStream stream(config.seed, context.candidate.content_hash, "screen");
+        CheckPlan checks(config.check_fraction, config.seed, context.candidate.content_hash, "screen-check");
+        std::vector<double> cycles = context.checked_cycles;
+        const int extra_runs = std::max(cycles.empty() ? 1 : 0, config.screen_runs);
+        for (int run_idx = 0; run_idx < extra_runs; ++run_idx) {
+            const target::RunRequest request = run_request(context, stream.next(), checks.next());
+            const auto result =
+                m_launches.run(context.device, request, config.transient_retries, outcome.device_secs, context.may_launch);
+            if (m_launches.budget_stopped()) {
+                outcome.budget_exhausted = true;
+                return ended(Verdict::inconclusive,
+                             fmt::format("the device-run budget is spent after {} screen launches", m_launches.launches()),
+                             &m_launches);
+            }
+            if (request.check && result.call.status != target::CallStatus::transient) {
+                if (auto wrong = incorrect_reason(result); !wrong.empty()) {
+                    outcome.correct = false;
+                    return ended(Verdict::fail,
+                                 fmt::format("seed {}: {}{}", request.seed, wrong,
+                                             transient_note(m_launches.transient_failures())),
+                                 &m_launches);
+                }
+            }
+            if (result.call.status != target::CallStatus::ok || result.cycles.empty()) {
+                learn_from_run(context, result);
+                return ended(result.call.status == target::CallStatus::transient ? Verdict::error : Verdict::fail,
+                             fmt::format("seed {}: {}{}", request.seed, run_failure(result),
+                                         transient_note(m_launches.transient_failures())),
+                             &m_launches);
+            }
+            cycles.push_back(result.cycles.front());
+        }
+        const double screen_median = median(cycles);
+        outcome.cycles_median = screen_median;
+        if (auto impossible = speed_of_light_violation(screen_median, context.bound, config.speed_of_light_tolerance)) {
+            return ended(Verdict::suspect, "speed_of_light: " + *impossible, &m_launches);
+        }
+        const std::string note = transient_note(m_launches.transient_failures());
+        if (!context.champion) {
+            outcome.accepted = true;
+            return ended(Verdict::accept,
+                         fmt::format("median {:.0f} cycles over {} runs; no champion yet: the first correct design "
+                                     "becomes the champion{}",
+                                     screen_median, cycles.size(), note),
+                         &m_launches);
+        }
+        const double champion_median = context.champion->cycles_median;
+        outcome.champion_cycles_median = champion_median;
+        const double ratio = champion_median > 0.0 ? screen_median / champion_median : 0.0;
+        if (ratio > config.screen_max_ratio) {
+            return ended(Verdict::reject,
+                         fmt::format("median {:.0f} cycles over {} runs is {:.3f}x the champion's {:.0f} (limit "
+                                     "{:.2f}x){}",
+                                     screen_median, cycles.size(), ratio, champion_median, config.screen_max_ratio, note),
+                         &m_launches);
+        }
+        return ended(Verdict::pass, fmt::format("median {:.0f} cycles over {} runs, {:.3f}x the champion's {:.0f}{}",
+                                                screen_median, cycles.size(), ratio, champion_median, note),
+                     &m_launches);
+    }
+
+private:
+    LaunchLog m_launches;
+};
+
+// ---- race: interleaved launches against the champion, the sequential test decides ---------------
+
+/// One launch of a race as a measurement row (`launch_idx`: its place in the race's launch order).
+store::MeasurementRecord race_row(std::size_t launch_idx, const Observation& observation, std::optional<double> wall_ms) {
+    store::MeasurementRecord row;
+    row.launch_order = static_cast<std::int64_t>(launch_idx);
+    row.seed = static_cast<std::int64_t>(observation.input_seed);
+    row.wall_ms = wall_ms;
+    row.side = std::string(side_name(observation.side));
+    row.attempt = static_cast<std::int64_t>(observation.attempt);
+    row.pair_idx = static_cast<std::int64_t>(observation.pair_idx);
+    if (observation.error) {
+        row.outcome = observation.transient ? "transient" : "failed";
+        row.error = *observation.error;
+    } else {
+        row.cycles = observation.secs;
+    }
+    return row;
+}
+
+class RaceStage final : public Stage {
+public:
+    StageKind kind() const override { return StageKind::race; }
+    StageResult run(StageContext& context) override {
+        const CascadeConfig& config = context.config;
+        Outcome& outcome = context.outcome;
+        const Candidate& candidate = context.candidate;
+        const Champion& champion = *context.champion;
+        RaceConfig race_config;
+        race_config.seed = SeedStream(config.seed, candidate.content_hash, "race").next();
+        race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, config.transient_retries));
+        if (const auto left = context.launches_left()) {
+            if (*left < 2) {
+                outcome.budget_exhausted = true;
+                return ended(Verdict::inconclusive,
+                             fmt::format("the device-run budget leaves {} launch(es), not enough for one pair of the race",
+                                         std::max<std::int64_t>(0, *left)));
+            }
+            race_config.max_launches = static_cast<std::size_t>(*left);
+        }
+        RaceOutcome race = run_journalled_race(context, champion.candidate, candidate, race_config, config.seed, "race-check",
+                                               fmt::format("racing design {} (in progress)", champion.candidate.design_id),
+                                               fmt::format("raced by design {} (in progress)", candidate.design_id));
+        const JudgeReport& report = race.report;
+        const auto& verdict = report.verdict;
+        StageRecord record = race.record;
+        std::string summary = fmt::format(
+            "{} after {} pairs ({} launches, {} failed, {} retried): speedup {:.4f} [{:.4f}, {:.4f}], "
+            "Z_accept {:.2f} vs {:.2f}, Z_reject {:.2f} vs {:.2f}; {}",
+            decision_name(verdict.decision), verdict.pairs_completed, record.device_runs, record.failed_launches,
+            record.retries, verdict.test.speedup, verdict.test.speedup_interval.lower,
+            verdict.test.speedup_interval.upper, verdict.test.accept_statistic, verdict.test.accept_bound,
+            verdict.test.reject_statistic, verdict.test.reject_bound, verdict.reason);
+        Verdict stage_verdict = decision_verdict(verdict.decision);
+        if (verdict.candidate_incorrect) {
+            outcome.correct = false;
+            stage_verdict = Verdict::fail;
+        }
+        if (verdict.decision == Decision::accept && outcome.cycles_median) {
+            if (auto impossible = speed_of_light_violation(*outcome.cycles_median, context.bound,
+                                                           config.speed_of_light_tolerance)) {
+                stage_verdict = Verdict::suspect;
+                summary = "speed_of_light: " + *impossible + "; race: " + summary;
+            }
+        }
+        outcome.accepted = stage_verdict == Verdict::accept;
+        record.verdict = stage_verdict;
+        record.reason = summary;
+        if (race.candidate_journal) context.recorder.close_journal(*race.candidate_journal, record);
+        if (race.champion_journal) {
+            StageRecord champion_record = record;
+            champion_record.verdict = Verdict::champion;
+            champion_record.reason = fmt::format("raced by design {}: {}", candidate.design_id, summary);
+            context.recorder.close_journal(*race.champion_journal, champion_record);
+        }
+        StageResult result = ended(record.verdict, record.reason);
+        result.recorded = true;
+        result.record = record;
+        return result;
+    }
+};
+
+}  // namespace
+
+Verdict decision_verdict(Decision decision) {
+    switch (decision) {
+        case Decision::accept: return Verdict::accept;
+        case Decision::reject: return Verdict::reject;
+        case Decision::inconclusive:
+        case Decision::continue_racing: return Verdict::inconclusive;
+    }
+    return Verdict::inconclusive;
+}
+
+RaceOutcome run_journalled_race(StageContext& context, const Candidate& side_a, const Candidate& side_b,
+                                const RaceConfig& race_config, std::uint64_t check_seed, const char* check_salt,
+                                const std::string& b_note, const std::string& a_note) {
+    const CascadeConfig& config = context.config;
+    const auto start = std::chrono::steady_clock::now();
+    const Judge judge(context.device, context.sequential_design());
+    CheckPlan race_checks(config.check_fraction, check_seed, side_b.content_hash, check_salt);
+    const CheckChooser choose_check = [&](Side) {
+        context.race_launch_started();  // the race never exceeds max_launches, set from the allowance
+        return race_checks.next();
+    };
+    const LaunchSpec spec_a{side_a.source_file, context.kernel.spec.name, context.kernel.shape, config.run_extra_args};
+    const LaunchSpec spec_b{side_b.source_file, context.kernel.spec.name, context.kernel.shape, config.run_extra_args};
+    // Both rows exist before the first launch and every launch is appended as it completes: a
+    // killed process leaves a "running" race with its completed launches (interrupted on resume).
+    RaceOutcome race;
+    race.candidate_journal = context.recorder.open_journal(side_b, StageKind::race, context.kernel, b_note);
+    race.champion_journal = context.recorder.open_journal(side_a, StageKind::race, context.kernel, a_note);
+    Recorder& recorder = context.recorder;
+    const LaunchObserver persist = [&recorder, &race](std::size_t launch_idx, const Observation& observation,
+                                                      std::optional<double> wall_ms) {
+        const auto& journal = observation.side == Side::candidate ? race.candidate_journal : race.champion_journal;
+        if (journal) recorder.append_launch(*journal, race_row(launch_idx, observation, wall_ms));
+    };
+    race.report = judge.race(spec_a, spec_b, race_config, persist, choose_check);
+    const JudgeReport& report = race.report;
+    Outcome& outcome = context.outcome;
+    outcome.budget_exhausted = report.verdict.aborted && race_config.max_launches > 0 &&
+                               report.verdict.launches + 2 > race_config.max_launches;
+    outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
+    outcome.device_secs += report.device_secs;
+    if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);
+    if (!report.champion_cycles.empty()) outcome.champion_cycles_median = median(report.champion_cycles);
+    outcome.speedup = report.verdict.test.speedup;
+    outcome.speedup_lower = report.verdict.test.speedup_interval.lower;
+    outcome.speedup_upper = report.verdict.test.speedup_interval.upper;
+    outcome.race_pairs = report.verdict.pairs_completed;
+
+    race.record.stage = StageKind::race;
+    race.record.verdict = decision_verdict(report.verdict.decision);
+    race.record.device_runs = static_cast<std::int64_t>(report.observations.size());
+    race.record.failed_launches = std::count_if(report.observations.begin(), report.observations.end(),
+                                                [](const Observation& observation) { return observation.error.has_value(); });
+    race.record.retries = std::count_if(report.observations.begin(), report.observations.end(),
+                                        [](const Observation& observation) { return observation.attempt > 0; });
+    race.record.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return race;
+}
+
+std::unique_ptr<Stage> make_rules_stage() { return std::make_unique<RulesStage>(); }
+std::unique_ptr<Stage> make_estimate_stage() { return std::make_unique<EstimateStage>(); }
+std::unique_ptr<Stage> make_compile_stage() { return std::make_unique<CompileStage>(); }
+std::unique_ptr<Stage> make_correctness_stage() { return std::make_unique<CorrectnessStage>(); }
+std::unique_ptr<Stage> make_screen_stage() { return std::make_unique<ScreenStage>(); }
+std::unique_ptr<Stage> make_race_stage() { return std::make_unique<RaceStage>(); }
+
+std::vector<std::unique_ptr<Stage>> cascade_stages() {
+    std::vector<std::unique_ptr<Stage>> stages;
+    stages.push_back(make_rules_stage());
+    stages.push_back(make_estimate_stage());
+    stages.push_back(make_compile_stage());
+    stages.push_back(make_correctness_stage());
+    stages.push_back(make_screen_stage());
+    stages.push_back(make_race_stage());
+    return stages;
+}
+
+double min_bytes(const KernelContext& kernel) {
+    if (kernel.min_bytes_moved > 0.0 || kernel.spec.tensors.empty()) return kernel.min_bytes_moved;
+    try {
+        return kernel_min_bytes(kernel.spec, kernel.shape);
+    } catch (const Error&) {
+        return 0.0;
+    }
+}
+
+}  // namespace npuopt::eval

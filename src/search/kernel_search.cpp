@@ -1,0 +1,120 @@
+#include "search/kernel_search.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace npuopt::search {
+namespace {
+
+std::vector<std::string> role_names(const std::vector<std::unique_ptr<Role>>& roles) {
+    std::vector<std::string> names;
+    for (const auto& role : roles) names.push_back(role->name());
+    return names;
+}
+
+std::map<std::string, double> quantities_of(const Design& design) {
+    auto quantities = design.quantities;
+    for (const auto& [name, value] : design.features) quantities.emplace(name, value);
+    return quantities;
+}
+
+}  // namespace
+
+KernelSearch::KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, CostModel cost_model)
+    : m_kernel(std::move(kernel)),
+      m_roles(std::move(roles)),
+      m_scheduler(role_names(m_roles)),
+      m_cost_model(std::move(cost_model)) {}
+
+void KernelSearch::start() {
+    for (auto& role : m_roles) role->start(m_kernel);
+}
+
+void KernelSearch::finish() {
+    for (auto& role : m_roles) role->finish();
+}
+
+std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& request) {
+    SearchContext context;
+    context.kernel = m_kernel;
+    context.templates = request.templates;
+    context.champion = request.champion;
+    context.champion_cycles = request.champion_cycles;
+    context.speed_of_light_cycles = request.speed_of_light_cycles;
+    context.cost_model = &m_cost_model;
+    context.is_known = [this](const std::string& hash) { return is_known(hash); };
+    context.rule_check = request.rule_check;
+    // A family counts as explored once a design of it was measured; one whose designs keep
+    // failing before a device run (illegal corners, learnt rules) counts after three failures,
+    // so that the architect neither abandons a family after one bad sample nor retries a
+    // family that does not build for ever.
+    context.family_designs = m_family_designs;
+    for (const auto& [family, failed] : m_family_failed) {
+        if (failed >= 3) context.family_designs[family] += 1;
+    }
+    context.age = request.age;
+    context.seed = request.seed;
+
+    std::set<std::string> unavailable;
+    for (std::size_t attempt = 0; attempt < m_roles.size(); ++attempt) {
+        const std::string role_name = m_scheduler.pick(context.age, request.pick_seed(attempt), unavailable);
+        if (role_name.empty()) break;
+        auto role = std::find_if(m_roles.begin(), m_roles.end(),
+                                 [&](const auto& candidate) { return candidate->name() == role_name; });
+        std::vector<Proposal> proposals;
+        if (role != m_roles.end()) proposals = (*role)->propose(context);
+        proposals.erase(std::remove_if(proposals.begin(), proposals.end(),
+                                       [&](const Proposal& proposal) { return is_known(proposal.design.content_hash); }),
+                        proposals.end());
+        if (proposals.empty()) {
+            m_scheduler.record_empty(role_name);
+            unavailable.insert(role_name);
+            continue;
+        }
+        if (proposals.front().role.empty()) proposals.front().role = role_name;
+        return std::move(proposals.front());
+    }
+    return std::nullopt;
+}
+
+double KernelSearch::reward(const StepFeedback& feedback) {
+    const double before = feedback.champion_cycles_before;
+    const double after = feedback.became_champion && feedback.cycles ? *feedback.cycles : before;
+    const double log_gain = feedback.became_champion && before > 0 && after > 0 ? std::log(before / after) : 0.0;
+    // Paid in the share of the remaining distance to the bound that the step closed, so that the
+    // first jump away from the baseline (any role's proposal wins it, by a log-speedup tens of
+    // times any later one) does not lock the scheduler onto whichever role made it.
+    double scale = 1.0;
+    if (feedback.speed_of_light_cycles > 0.0 && before > feedback.speed_of_light_cycles) {
+        scale = 1.0 / std::max(std::log(before / feedback.speed_of_light_cycles), 0.02);
+    }
+    return log_gain * scale;
+}
+
+void KernelSearch::count_family(const std::string& family, bool measured) {
+    (measured ? m_family_designs : m_family_failed)[family] += 1;
+}
+
+void KernelSearch::notify(const StepFeedback& feedback) {
+    const Design& design = feedback.proposal.design;
+    mark_known(design.content_hash);
+    m_designs += 1;
+    count_family(design.family, feedback.measured());
+    if (feedback.measured()) m_cost_model.observe(design.family, quantities_of(design), *feedback.cycles, &design.params);
+    if (feedback.scored) {
+        m_scheduler.record(feedback.proposal.role, reward(feedback), feedback.device_secs, feedback.became_champion);
+    }
+    for (auto& role : m_roles) role->notify(feedback);
+}
+
+void KernelSearch::replay(const std::string& content_hash, const std::string& family,
+                          const std::map<std::string, double>& quantities, const std::map<std::string, double>& params,
+                          std::optional<double> cycles, eval::StepVerdict verdict) {
+    mark_known(content_hash);
+    m_designs += 1;
+    const bool measured = cycles.has_value() && eval::step_measured(verdict);
+    count_family(family, measured);
+    if (measured) m_cost_model.observe(family, quantities, *cycles, &params);
+}
+
+}  // namespace npuopt::search

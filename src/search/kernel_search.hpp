@@ -1,0 +1,81 @@
+#pragma once
+// The search of one kernel: its roles, the role scheduler and the cost model, behind one
+// lifecycle (start → next_proposal → notify → finish). Learning happens in notify(): the cost
+// model is updated from what was measured, the scheduler paid for the step, every role told.
+// The driver (campaign/) only asks for a proposal and reports how the step ended.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "search/cost_model.hpp"
+#include "search/roles.hpp"
+#include "search/scheduler.hpp"
+
+namespace npuopt::search {
+
+/// What the driver knows of the kernel when it asks for a proposal.
+struct ProposalRequest {
+    std::vector<std::shared_ptr<Template>> templates;
+    std::optional<Design> champion;
+    double champion_cycles = 0.0;
+    double speed_of_light_cycles = 0.0;
+    RuleCheck rule_check;
+    double age = 0.0;
+    std::uint64_t seed = 0;   ///< this step's seed, from the campaign seed
+    /// A seed per scheduler attempt (attempt 0, 1, …), so that the order stays reproducible.
+    std::function<std::uint64_t(std::size_t attempt)> pick_seed;
+};
+
+/// The search of one kernel.
+class KernelSearch {
+public:
+    KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, CostModel cost_model);
+
+    /// Before the first proposal of a run: every role's start().
+    void start();
+    /// The next design to evaluate, or nullopt when no role has a new one (the kernel is
+    /// exhausted). A role that has nothing is recorded as empty and the next one asked.
+    std::optional<Proposal> next_proposal(const ProposalRequest& request);
+    /// Learn from a finished step: design known, family counts, cost model, scheduler, roles.
+    void notify(const StepFeedback& feedback);
+    /// Replay a step recorded in an earlier run (resume): what notify() learns, except the
+    /// scheduler, whose state is restored from its own rows.
+    void replay(const std::string& content_hash, const std::string& family,
+                const std::map<std::string, double>& quantities, const std::map<std::string, double>& params,
+                std::optional<double> cycles, eval::StepVerdict verdict);
+    /// When the run ends: every role's finish().
+    void finish();
+
+    /// Mark a design as evaluated (or in flight) without learning from it.
+    void mark_known(const std::string& content_hash) { m_known_hashes.insert(content_hash); }
+    bool is_known(const std::string& content_hash) const { return m_known_hashes.count(content_hash) > 0; }
+
+    Scheduler& scheduler() { return m_scheduler; }
+    const Scheduler& scheduler() const { return m_scheduler; }
+    CostModel& cost_model() { return m_cost_model; }
+    const CostModel& cost_model() const { return m_cost_model; }
+    const std::vector<std::unique_ptr<Role>>& roles() const { return m_roles; }
+    /// Designs tried so far (this run and replayed).
+    std::int64_t designs() const { return m_designs; }
+    /// The bandit's reward for a step: the share of the remaining log-distance to the bound it closed.
+    static double reward(const StepFeedback& feedback);
+
+private:
+    void count_family(const std::string& family, bool measured);
+
+    std::string m_kernel;
+    std::vector<std::unique_ptr<Role>> m_roles;
+    Scheduler m_scheduler;
+    CostModel m_cost_model;
+    std::set<std::string> m_known_hashes;
+    std::map<std::string, std::int64_t> m_family_designs;  ///< measured designs per family
+    std::map<std::string, std::int64_t> m_family_failed;   ///< designs per family that ended without a measurement
+    std::int64_t m_designs = 0;
+};
+
+}  // namespace npuopt::search
