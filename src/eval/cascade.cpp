@@ -138,7 +138,7 @@ Estimate Cascade::estimate_cycles(const Candidate& design, const KernelContext& 
         return estimate;
     }
     if (mine && m_rules && !schedule.diagnostics.empty()) {
-        m_recorder.knowledge([rules = m_rules, diagnostics = schedule.diagnostics, ref = design_ref(design)] {
+        recorder().knowledge([rules = m_rules, diagnostics = schedule.diagnostics, ref = design_ref(design)] {
             rules->mine_diagnostics(diagnostics, ref, "schedule");
         });
     }
@@ -150,8 +150,8 @@ Estimate Cascade::estimate_cycles(const Candidate& design, const KernelContext& 
 
 StageContext Cascade::context_for(const Candidate& candidate, const std::optional<Champion>& champion,
                                   const KernelContext& kernel, Outcome& outcome) {
-    m_recorder.discard();
     m_recorder.set_row_tags(toolchain_version_id(), bench_config_hash(kernel));
+    recorder().discard();
     m_launches_started = 0;
     return StageContext{
         candidate,
@@ -160,7 +160,7 @@ StageContext Cascade::context_for(const Candidate& candidate, const std::optiona
         m_config,
         *m_device,
         m_rules,
-        m_recorder,
+        recorder(),
         speed_of_light(m_model, min_bytes(kernel)),
         design_ref(candidate),
         [this] { return start_launch(); },
@@ -180,7 +180,7 @@ StageContext Cascade::context_for(const Candidate& candidate, const std::optiona
 }
 
 void Cascade::finish_recording() {
-    if (!m_deferred) m_recorder.commit();
+    if (!m_deferred) recorder().commit();
 }
 
 Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champion>& champion,
@@ -207,12 +207,12 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                 record.retries = result.launches->retries();
                 outcome.device_runs += result.launches->launches();
             }
-            m_recorder.stage(candidate, kernel, record,
+            recorder().stage(candidate, kernel, record,
                              result.launches ? result.launches->rows() : std::vector<store::MeasurementRecord>{});
         }
         outcome.stages.push_back(record);
         outcome.final_reason = fmt::format("{}: {}: {}", stage_name(record.stage), verdict_name(record.verdict), record.reason);
-        if (record.verdict != Verdict::pass) break;
+        if (!result.go_on) break;
     }
     finish_recording();
     return outcome;
@@ -253,12 +253,12 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
         predecessor.candidate.design_id, decision_name(report.verdict.decision), report.verdict.pairs_completed,
         record.device_runs, record.failed_launches, record.retries, report.verdict.test.speedup,
         report.verdict.test.speedup_interval.lower, report.verdict.test.speedup_interval.upper, report.verdict.reason);
-    if (race.candidate_journal) m_recorder.close_journal(*race.candidate_journal, record);
+    if (race.candidate_journal) recorder().close_journal(*race.candidate_journal, record);
     if (race.champion_journal) {
         StageRecord predecessor_record = record;
         predecessor_record.verdict = Verdict::champion;
         predecessor_record.reason = fmt::format("raced by design {} ({})", champion.candidate.design_id, record.reason);
-        m_recorder.close_journal(*race.champion_journal, predecessor_record);
+        recorder().close_journal(*race.champion_journal, predecessor_record);
     }
     outcome.stages.push_back(record);
     outcome.final_reason = fmt::format("race: {}: {}", verdict_name(record.verdict), record.reason);

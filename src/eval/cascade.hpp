@@ -60,7 +60,10 @@ public:
     /// caller's own writes for the step land in the same transaction.
     void set_deferred_commit(bool deferred) { m_deferred = deferred; }
     /// Commit what the last evaluation kept, then `step_writes`, in one transaction.
-    void commit(const std::function<void()>& step_writes = {}) { m_recorder.commit(step_writes); }
+    void commit(const std::function<void()>& step_writes = {}) { recorder().commit(step_writes); }
+    /// Record through `recorder` instead of the store (tests: an in-memory recorder); null
+    /// returns to the store. `measure` always records in the store.
+    void set_recorder(Recorder* recorder) { m_external_recorder = recorder; }
 
     void set_config(CascadeConfig config) { m_config = std::move(config); }
     /// Device runs the next evaluations may spend (the campaign's budget left); none = no cap.
@@ -83,12 +86,14 @@ private:
     /// Whether the allowance has room for another launch; counts it (and calls the hook) when so.
     bool start_launch();
     void finish_recording();
+    Recorder& recorder() { return m_external_recorder ? *m_external_recorder : m_recorder; }
 
     const target::Device* m_device;
     store::CampaignStore* m_store;
     knowledge::RuleBook* m_rules;
     const knowledge::HardwareModel* m_model;
     StoreRecorder m_recorder;
+    Recorder* m_external_recorder = nullptr;
     std::function<std::vector<std::unique_ptr<Stage>>()> m_make_stages;
     bool m_deferred = false;
     std::optional<std::int64_t> m_allowance;

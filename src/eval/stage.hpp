@@ -2,7 +2,8 @@
 // A stage of the cascade: one object per check, run in order by the cascade (cascade.hpp). A
 // stage reads the candidate and what the stages before it found (`StageContext`), may launch on
 // the device through the context's gate, and returns a typed `StageResult`; the cascade records
-// it (recorder.hpp) and goes on only on `Verdict::pass`.
+// it (recorder.hpp) and goes on when the result says so (a pass, or a stage skipped for want of
+// its inputs, such as the rules stage without a rule book).
 //
 //   RulesStage ─► EstimateStage ─► CompileStage ─► CorrectnessStage ─► ScreenStage ─► RaceStage
 
@@ -55,6 +56,7 @@ struct StageContext {
 struct StageResult {
     Verdict verdict = Verdict::pass;
     std::string reason;
+    bool go_on = false;                    ///< the cascade runs the next stage (pass; a stage skipped for want of inputs)
     std::optional<StageKind> recorded_as;  ///< another stage's name on the record (a quick reject is the screen's)
     const LaunchLog* launches = nullptr;   ///< the stage's launches, recorded with it
     bool recorded = false;                 ///< the stage recorded itself (a journalled race)

@@ -29,6 +29,7 @@ StageResult ended(Verdict verdict, std::string reason, const LaunchLog* launches
     result.verdict = verdict;
     result.reason = std::move(reason);
     result.launches = launches;
+    result.go_on = verdict == Verdict::pass;
     return result;
 }
 
@@ -59,7 +60,11 @@ class RulesStage final : public Stage {
 public:
     StageKind kind() const override { return StageKind::rules; }
     StageResult run(StageContext& context) override {
-        if (context.rules == nullptr) return ended(Verdict::skip, "no rule book");
+        if (context.rules == nullptr) {
+            StageResult result = ended(Verdict::skip, "no rule book");
+            result.go_on = true;  // nothing to check is no reason to stop
+            return result;
+        }
         const auto violations = context.rules->check_quantities(rule_inputs(context.candidate));
         if (violations.empty()) return ended(Verdict::pass, "no known rule is violated");
         std::vector<std::string> texts;

@@ -1,0 +1,204 @@
+// The cascade as an ordered list of stages over the Device interfaces, with the in-memory fakes
+// (tests/support/fakes.hpp): typed verdicts, the stage list pluggable, nothing recorded until the
+// step commits, and the store's commit atomic.
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "../support/fakes.hpp"
+#include "../support/temp_dir.hpp"
+#include "eval/cascade.hpp"
+
+using namespace npuopt;
+using namespace npuopt::eval;
+
+namespace {
+
+struct Bench {
+    fakes::TempDir dir{"stages"};
+    store::CampaignStore store = store::CampaignStore::open(dir.path() / "campaign.db");
+    fakes::FakeDevice device;
+    fakes::MemoryRecorder recorder;
+    int next = 0;
+
+    KernelContext kernel() const {
+        KernelContext context;
+        context.spec.name = "feedforward";
+        context.shape = {{"hidden", 64}};
+        return context;
+    }
+
+    Candidate candidate(const std::string& name) {
+        store::DesignRecord record;
+        record.content_hash = name + "-" + std::to_string(next++);
+        record.target = "fake";
+        record.kernel = "feedforward";
+        record.template_name = name;
+        record.params_json = "{}";
+        Candidate candidate;
+        candidate.design_id = store.record_design(record);
+        candidate.content_hash = record.content_hash;
+        candidate.kernel = "feedforward";
+        candidate.source_file = dir.path() / (record.content_hash + ".rs");
+        std::ofstream(candidate.source_file) << "// " << name << "\n";
+        return candidate;
+    }
+};
+
+CascadeConfig quick() {
+    CascadeConfig config;
+    config.seed = 7;
+    config.acceptance.min_pairs = 4;
+    config.acceptance.max_pairs = 8;
+    config.acceptance.calibration_paths = 2000;
+    return config;
+}
+
+/// A stage that always ends with `verdict`.
+class FixedStage final : public Stage {
+public:
+    FixedStage(StageKind kind, Verdict verdict) : m_kind(kind), m_verdict(verdict) {}
+    StageKind kind() const override { return m_kind; }
+    StageResult run(StageContext&) override {
+        StageResult result;
+        result.verdict = m_verdict;
+        result.reason = "fixed";
+        result.go_on = m_verdict == Verdict::pass;
+        return result;
+    }
+
+private:
+    StageKind m_kind;
+    Verdict m_verdict;
+};
+
+}  // namespace
+
+TEST_CASE("verdict names round-trip and unknown names are refused") {
+    for (Verdict verdict : {Verdict::pass, Verdict::fail, Verdict::skip, Verdict::accept, Verdict::reject,
+                            Verdict::inconclusive, Verdict::suspect, Verdict::error, Verdict::running,
+                            Verdict::interrupted, Verdict::champion}) {
+        CHECK(parse_verdict(verdict_name(verdict)) == verdict);
+    }
+    CHECK_FALSE(parse_verdict("accepted").has_value());
+    CHECK(step_verdict_of(Verdict::fail) == StepVerdict::failed);
+    CHECK(step_verdict_of(Verdict::pass) == StepVerdict::rejected);
+    CHECK(parse_step_verdict("inconclusive") == StepVerdict::inconclusive);
+    CHECK_FALSE(step_measured(StepVerdict::failed));
+    CHECK(step_measured(StepVerdict::rejected));
+    CHECK(fmt::format("{}", Verdict::suspect) == "suspect");
+}
+
+TEST_CASE("stages: a build failure ends the cascade at compile, and nothing is recorded before the commit") {
+    Bench bench;
+    bench.device.on_build = [](const std::filesystem::path&) {
+        target::CheckResult result;
+        result.call.status = target::CallStatus::failed;
+        target::Diagnostic diagnostic;
+        diagnostic.level = "error";
+        diagnostic.code = "E0201";
+        diagnostic.message = "DM capacity exceeded";
+        result.diagnostics.push_back(diagnostic);
+        return result;
+    };
+    Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
+    cascade.set_recorder(&bench.recorder);
+    cascade.set_deferred_commit(true);
+    const Outcome outcome = cascade.evaluate(bench.candidate("too-big"), std::nullopt, bench.kernel());
+    REQUIRE(outcome.stages.size() == 3);
+    CHECK(outcome.stages[0].stage == StageKind::rules);
+    CHECK(outcome.stages[0].verdict == Verdict::skip);  // no rule book... and the cascade goes on
+    CHECK(outcome.stages[1].verdict == Verdict::pass);  // no estimate: not screened
+    CHECK(outcome.stages[2].stage == StageKind::compile);
+    CHECK(outcome.stages[2].verdict == Verdict::fail);
+    CHECK(outcome.stages[2].reason.find("E0201") != std::string::npos);
+    CHECK(bench.device.runs.empty());
+    CHECK(bench.recorder.pending.size() == 3);
+    CHECK(bench.recorder.committed.empty());
+    bool step_written = false;
+    cascade.commit([&] { step_written = true; });
+    CHECK(step_written);
+    CHECK(bench.recorder.committed.size() == 3);
+    CHECK(bench.recorder.pending.empty());
+}
+
+TEST_CASE("stages: without a champion a correct design is accepted at the screen after its correctness launches") {
+    Bench bench;
+    Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
+    cascade.set_recorder(&bench.recorder);
+    const Outcome outcome = cascade.evaluate(bench.candidate("first"), std::nullopt, bench.kernel());
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == StageKind::screen);
+    CHECK(outcome.stages.back().verdict == Verdict::accept);
+    CHECK(outcome.accepted);
+    CHECK(outcome.correct);
+    CHECK(outcome.cycles_median == doctest::Approx(1000.0));
+    // priming seed, two fresh seeds, the first fresh one again: four launches, all checked
+    CHECK(bench.device.runs.size() == 4);
+    CHECK(outcome.device_runs == 4);
+    CHECK(bench.device.runs[1].seed == bench.device.runs[3].seed);
+    CHECK(bench.recorder.commits == 1);  // not deferred: committed by evaluate itself
+    REQUIRE(bench.recorder.committed.size() == 5);
+    CHECK(bench.recorder.committed[3].launches == 4);  // correctness carries its launches
+}
+
+TEST_CASE("a faster candidate races the champion on the fake device and is accepted; the race is journalled") {
+    Bench bench;
+    bench.device.cycles = [](const std::filesystem::path& file) {
+        return file.filename().string().rfind("fast", 0) == 0 ? 900.0 : 1000.0;
+    };
+    Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
+    cascade.set_recorder(&bench.recorder);
+    const Champion champion{bench.candidate("slow"), 1000.0};
+    const Outcome outcome = cascade.evaluate(bench.candidate("fast"), champion, bench.kernel());
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == StageKind::race);
+    CHECK(outcome.stages.back().verdict == Verdict::accept);
+    CHECK(outcome.accepted);
+    REQUIRE(outcome.speedup.has_value());
+    CHECK(*outcome.speedup == doctest::Approx(1000.0 / 900.0).epsilon(0.01));
+    // both sides' launches were written as they happened, the verdicts only at the commit
+    REQUIRE(bench.recorder.journals.size() == 2);
+    CHECK(bench.recorder.journals[1].size() + bench.recorder.journals[2].size() == outcome.race_pairs * 2);
+    CHECK(bench.recorder.committed.back().record.verdict == Verdict::champion);
+}
+
+TEST_CASE("the stage list is pluggable: a cascade of one stage ends with that stage's verdict") {
+    Bench bench;
+    Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
+    cascade.set_recorder(&bench.recorder);
+    cascade.set_stages([] {
+        std::vector<std::unique_ptr<Stage>> stages;
+        stages.push_back(std::make_unique<FixedStage>(StageKind::rules, Verdict::pass));
+        stages.push_back(std::make_unique<FixedStage>(StageKind::estimate, Verdict::reject));
+        stages.push_back(std::make_unique<FixedStage>(StageKind::compile, Verdict::pass));
+        return stages;
+    });
+    const Outcome outcome = cascade.evaluate(bench.candidate("any"), std::nullopt, bench.kernel());
+    REQUIRE(outcome.stages.size() == 2);
+    CHECK(outcome.stages.back().stage == StageKind::estimate);
+    CHECK(outcome.stages.back().verdict == Verdict::reject);
+    CHECK(outcome.final_reason == "estimate: reject: fixed");
+    CHECK(bench.device.builds == 0);
+}
+
+TEST_CASE("the store recorder commits a step in one transaction: a failing step write leaves no stage row") {
+    Bench bench;
+    Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
+    cascade.set_deferred_commit(true);
+    const Candidate candidate = bench.candidate("atomic");
+    const Outcome outcome = cascade.evaluate(candidate, std::nullopt, bench.kernel());
+    CHECK(outcome.accepted);
+    CHECK(bench.store.list_evaluations(candidate.design_id).empty());  // kept, not written
+    CHECK_THROWS(cascade.commit([] { throw std::runtime_error("disk full"); }));
+    CHECK(bench.store.list_evaluations(candidate.design_id).empty());  // rolled back together
+
+    const Candidate second = bench.candidate("atomic");
+    cascade.evaluate(second, std::nullopt, bench.kernel());
+    cascade.commit();
+    const auto rows = bench.store.list_evaluations(second.design_id);
+    REQUIRE(rows.size() == 5);
+    CHECK(rows.back().verdict == "accept");
+    CHECK(bench.store.list_measurements(rows[3].id).size() == 4);
+}
