@@ -5,14 +5,14 @@
 
 #include "campaign/driver.hpp"
 #include "cli/commands.hpp"
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 
 namespace npuopt::cli {
 
 /// One line: kernel, champion cycles, speedup, fraction of speed of light, device runs, ETA.
 std::string progress_line(const campaign::Progress& progress);
 /// Run the campaign with the progress line on stderr (rewritten in place on a terminal).
-campaign::CampaignResult run_with_progress(report::Workspace& workspace, const RunOptions& options, bool json);
+campaign::CampaignResult run_with_progress(campaign::Workspace& workspace, const RunOptions& options, bool json);
 /// How the run ended and each kernel's state, for people.
 std::string outcome_text(const campaign::CampaignResult& result);
 

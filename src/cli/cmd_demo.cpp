@@ -15,8 +15,8 @@
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "report/report.hpp"
-#include "report/submission.hpp"
-#include "report/workspace.hpp"
+#include "campaign/submission.hpp"
+#include "campaign/workspace.hpp"
 
 namespace npuopt::cli {
 
@@ -57,7 +57,7 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
         std::cout.rdbuf(previous);
     }
 
-    auto workspace = report::open_workspace(dir, global.knowledge_dir);
+    auto workspace = campaign::open_workspace(dir, global.knowledge_dir);
     std::string why;
     if (workspace.toolchain_version(&why).empty()) {
         throw Error(ErrorKind::toolchain, fmt::format("demo: the npu-sim toolchain is not usable: {} (build it with "
@@ -67,9 +67,9 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
 
     say(options.full_kb ? "2/4 kb build (docs, the whole microbenchmark suite, hardware model)"
                         : "2/4 kb build (docs, the quick microbenchmark subset, hardware model)");
-    report::KbBuildOptions kb_options;
+    campaign::KbBuildOptions kb_options;
     kb_options.quick = !options.full_kb;
-    auto kb_report = report::build_knowledge(workspace, kb_options);
+    auto kb_report = campaign::build_knowledge(workspace, kb_options);
     say(fmt::format("    {} doc sections, {} summaries; hardware model {}", kb_report.ingest.sections,
                     kb_report.ingest.summaries_written + kb_report.ingest.summaries_reused,
                     workspace.hardware_model() ? "fitted" : "missing"));
@@ -84,9 +84,9 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
     if (result.stop == campaign::StopReason::interrupted) return k_exit_interrupted;
 
     say("4/4 submit: re-verifying every champion and baseline from scratch (7 seeded runs each)");
-    report::SubmitOptions submit_options;
+    campaign::SubmitOptions submit_options;
     submit_options.out_dir = workspace.dir / "submission";
-    auto submission = report::build_submission(workspace, submit_options);
+    auto submission = campaign::build_submission(workspace, submit_options);
     auto report_files = report::write_report(*workspace.store, workspace.dir / "report");
 
     if (global.json) {
@@ -98,7 +98,7 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
         out["wall_secs"] = elapsed();
         std::cout << out.dump(2) << '\n';
     } else {
-        std::cout << "\n" << report::render_results_table(submission.kernels) << "\n"
+        std::cout << "\n" << campaign::render_results_table(submission.kernels) << "\n"
                   << fmt::format("campaign:   {}\nsubmission: {}\ntarball:    {}\nreport:     {}\nwall time:  {:.0f} s\n",
                                  workspace.dir.string(), submission.dir.string(), submission.tarball.string(),
                                  report_files.html.string(), elapsed());

@@ -13,9 +13,9 @@
 #include "cli/commands.hpp"
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
-#include "report/campaign_init.hpp"
-#include "report/user_eval.hpp"
-#include "report/workspace.hpp"
+#include "campaign/campaign_init.hpp"
+#include "campaign/user_eval.hpp"
+#include "campaign/workspace.hpp"
 
 namespace npuopt::cli {
 namespace {
@@ -47,11 +47,11 @@ private:
     fs::path m_path;
 };
 
-int exit_code_of(report::UserVerdict verdict) {
+int exit_code_of(campaign::UserVerdict verdict) {
     switch (verdict) {
-        case report::UserVerdict::accepted: return k_exit_ok;
-        case report::UserVerdict::not_faster: return k_exit_not_faster;
-        case report::UserVerdict::failed: return k_exit_failure;
+        case campaign::UserVerdict::accepted: return k_exit_ok;
+        case campaign::UserVerdict::not_faster: return k_exit_not_faster;
+        case campaign::UserVerdict::failed: return k_exit_failure;
     }
     return k_exit_failure;
 }
@@ -79,24 +79,24 @@ int run_eval(const GlobalOptions& global, const EvalOptions& options) {
         const std::uint64_t seed = options.seed ? *options.seed : (std::random_device{}() & 0x7fffffffU);
         scratch.emplace();
         campaign_dir = scratch->path();
-        report::init_campaign_dir(campaign_dir, target, kernel_names, seed);
+        campaign::init_campaign_dir(campaign_dir, target, kernel_names, seed);
     }
-    auto workspace = report::open_workspace(campaign_dir, global.knowledge_dir);
+    auto workspace = campaign::open_workspace(campaign_dir, global.knowledge_dir);
     const auto lock = campaign::CampaignLock::acquire(workspace.dir, "npuopt eval");
     std::string why_missing;
     if (!workspace.toolchain->resolve_bin(&why_missing)) {
         throw Error(ErrorKind::toolchain, fmt::format("eval: {}; nothing was run", why_missing));
     }
 
-    report::UserEvalOptions eval_options;
+    campaign::UserEvalOptions eval_options;
     eval_options.file = options.file;
     eval_options.kernel = options.kernel;
     eval_options.against = options.against;
     if (!global.json) eval_options.on_progress = [](const std::string& line) { std::cerr << line << '\n'; };
-    const report::UserEvalResult result = report::evaluate_user_kernel(workspace, eval_options);
+    const campaign::UserEvalResult result = campaign::evaluate_user_kernel(workspace, eval_options);
     const int exit_code = exit_code_of(result.verdict);
     if (global.json) {
-        nlohmann::json out = report::user_eval_json(result);
+        nlohmann::json out = campaign::user_eval_json(result);
         out["campaign"] = scratch ? nlohmann::json(nullptr) : nlohmann::json(workspace.dir.string());
         out["scratch_campaign"] = scratch.has_value();
         out["seed"] = workspace.campaign.seed;
@@ -106,7 +106,7 @@ int run_eval(const GlobalOptions& global, const EvalOptions& options) {
         std::cout << fmt::format("campaign  {}\n", scratch ? fmt::format("scratch (seed {}), removed afterwards",
                                                                          workspace.campaign.seed)
                                                            : workspace.dir.string())
-                  << report::render_user_eval_text(result);
+                  << campaign::render_user_eval_text(result);
     }
     return exit_code;
 }

@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "knowledge/knowledge_base.hpp"
 #include "knowledge/refresh.hpp"
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 
 namespace npuopt::cli {
 namespace {
@@ -74,14 +74,14 @@ int run_kb(const GlobalOptions& global, const KbOptions& options) {
     if (options.action == "diff" && (options.old_version.empty() || options.new_version.empty())) {
         throw Error(ErrorKind::invalid_input, "kb diff: two toolchain versions are required (`npuopt kb diff OLD NEW`)");
     }
-    auto workspace = report::open_workspace(options.campaign_dir, global.knowledge_dir);
+    auto workspace = campaign::open_workspace(options.campaign_dir, global.knowledge_dir);
     // build and refresh rewrite the knowledge base: never beside a run of the same campaign
     std::optional<campaign::CampaignLock> lock;
     if (options.action == "build" || options.action == "refresh") {
         lock.emplace(campaign::CampaignLock::acquire(workspace.dir, "npuopt kb " + options.action));
     }
 
-    report::KbBuildOptions build_options;
+    campaign::KbBuildOptions build_options;
     build_options.quick = options.quick;
     build_options.force = options.action == "build";
     if (!global.json) build_options.on_progress = [](const std::string& line) { std::cerr << line << '\n'; };
@@ -89,7 +89,7 @@ int run_kb(const GlobalOptions& global, const KbOptions& options) {
     // Every action first brings the knowledge base up to the toolchain's version.
     std::optional<knowledge::RefreshReport> refresh_report;
     try {
-        refresh_report = report::build_knowledge(workspace, build_options);
+        refresh_report = campaign::build_knowledge(workspace, build_options);
     } catch (const Error& error) {
         if (error.kind() != ErrorKind::toolchain || options.action == "build" || options.action == "refresh") throw;
         std::cerr << fmt::format("npuopt: warning: knowledge base not refreshed: {}\n", error.what());

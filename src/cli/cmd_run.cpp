@@ -15,7 +15,7 @@
 #include "cli/commands.hpp"
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 #include "search/tree.hpp"
 #include "store/tree_store.hpp"
 
@@ -42,8 +42,8 @@ std::string progress_line(const campaign::Progress& progress) {
                        progress.device_runs_budget, progress.eta_secs ? duration_text(*progress.eta_secs) : "-");
 }
 
-campaign::CampaignResult run_with_progress(report::Workspace& workspace, const RunOptions& options, bool json) {
-    report::RunOverrides overrides;
+campaign::CampaignResult run_with_progress(campaign::Workspace& workspace, const RunOptions& options, bool json) {
+    campaign::RunOverrides overrides;
     overrides.budget_minutes = options.budget_minutes;
     overrides.device_runs = options.device_runs;
     overrides.max_steps = options.max_steps;
@@ -52,7 +52,7 @@ campaign::CampaignResult run_with_progress(report::Workspace& workspace, const R
         if (live) std::cerr << "\r\033[K" << progress_line(progress) << std::flush;
         else std::cerr << progress_line(progress) << '\n';
     };
-    auto result = report::run_workspace(workspace, overrides);
+    auto result = campaign::run_workspace(workspace, overrides);
     if (live) std::cerr << '\n';
     return result;
 }
@@ -81,7 +81,7 @@ int run_run(const GlobalOptions& global, const RunOptions& options) {
     if (options.device_runs && *options.device_runs <= 0) {
         throw Error(ErrorKind::invalid_input, "run: --device-runs must be positive");
     }
-    auto workspace = report::open_workspace(options.dir, global.knowledge_dir);
+    auto workspace = campaign::open_workspace(options.dir, global.knowledge_dir);
     // As doctor does: a missing toolchain is named with where it was looked for, before anything runs.
     std::string why_missing;
     if (!workspace.toolchain->resolve_bin(&why_missing)) {

@@ -9,8 +9,8 @@
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
 #include "report/report.hpp"
-#include "report/submission.hpp"
-#include "report/workspace.hpp"
+#include "campaign/submission.hpp"
+#include "campaign/workspace.hpp"
 
 namespace npuopt::cli {
 
@@ -18,19 +18,19 @@ namespace fs = std::filesystem;
 
 int run_submit(const GlobalOptions& global, const SubmitCliOptions& options) {
     if (options.runs < 1) throw Error(ErrorKind::invalid_input, "submit: --runs must be at least 1");
-    auto workspace = report::open_workspace(options.dir, global.knowledge_dir);
-    report::SubmitOptions submit_options;
+    auto workspace = campaign::open_workspace(options.dir, global.knowledge_dir);
+    campaign::SubmitOptions submit_options;
     submit_options.out_dir = options.out.value_or(workspace.dir / "submission");
     submit_options.runs = options.runs;
     if (!global.json) submit_options.on_progress = [](const std::string& line) { std::cerr << line << '\n'; };
-    auto submission = report::build_submission(workspace, submit_options);
+    auto submission = campaign::build_submission(workspace, submit_options);
     if (global.json) {
         nlohmann::json out = submission.manifest;
         out["dir"] = submission.dir.string();
         out["tarball"] = submission.tarball.string();
         std::cout << out.dump(2) << '\n';
     } else {
-        std::cout << report::render_results_table(submission.kernels)
+        std::cout << campaign::render_results_table(submission.kernels)
                   << fmt::format("submission: {}\ntarball:    {}\n", submission.dir.string(), submission.tarball.string());
     }
     return k_exit_ok;

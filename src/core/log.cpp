@@ -8,27 +8,49 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
 
 namespace npuopt::log {
 
-std::optional<spdlog::level::level_enum> parse_level(std::string_view name) {
-    if (name == "trace") return spdlog::level::trace;
-    if (name == "debug") return spdlog::level::debug;
-    if (name == "info") return spdlog::level::info;
-    if (name == "warn" || name == "warning") return spdlog::level::warn;
-    if (name == "error") return spdlog::level::err;
-    if (name == "off") return spdlog::level::off;
+namespace {
+
+spdlog::level::level_enum spdlog_level(Level level) {
+    switch (level) {
+        case Level::trace: return spdlog::level::trace;
+        case Level::debug: return spdlog::level::debug;
+        case Level::info: return spdlog::level::info;
+        case Level::warn: return spdlog::level::warn;
+        case Level::error: return spdlog::level::err;
+        case Level::off: return spdlog::level::off;
+    }
+    return spdlog::level::info;
+}
+
+}  // namespace
+
+std::optional<Level> parse_level(std::string_view name) {
+    if (name == "trace") return Level::trace;
+    if (name == "debug") return Level::debug;
+    if (name == "info") return Level::info;
+    if (name == "warn" || name == "warning") return Level::warn;
+    if (name == "error") return Level::error;
+    if (name == "off") return Level::off;
     return std::nullopt;
 }
 
-void init_stderr(spdlog::level::level_enum level) {
-    auto logger = spdlog::stderr_color_mt("npuopt");
+void init_stderr(Level level) {
+    auto logger = spdlog::get("npuopt");
+    if (!logger) logger = spdlog::stderr_color_mt("npuopt");
     logger->set_pattern("npuopt: [%^%l%$] %v");
-    logger->set_level(level);
+    logger->set_level(spdlog_level(level));
     spdlog::set_default_logger(logger);
 }
+
+bool enabled(Level level) { return level != Level::off && spdlog::default_logger_raw()->should_log(spdlog_level(level)); }
+
+void write(Level level, std::string_view message) { spdlog::default_logger_raw()->log(spdlog_level(level), message); }
 
 std::string utc_timestamp() {
     auto now = std::chrono::system_clock::now();

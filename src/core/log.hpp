@@ -1,25 +1,55 @@
 #pragma once
-// Logging: readable lines on stderr (spdlog) and a JSON-lines event log (events.jsonl) in the
-// campaign directory. Diagnostics go to the logger; things that happened to a campaign are events.
+// Logging: readable lines on stderr and a JSON-lines event log (events.jsonl) in the campaign
+// directory. Diagnostics go to the logger (log::warn(...) and friends; spdlog behind them, in
+// log.cpp only); things that happened to a campaign are events.
 
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 namespace npuopt::log {
 
 /// Level names accepted by --log-level, in increasing severity.
 inline constexpr std::string_view k_level_names[] = {"trace", "debug", "info", "warn", "error", "off"};
 
-/// Parse a --log-level value; nullopt when it is not one of k_level_names.
-std::optional<spdlog::level::level_enum> parse_level(std::string_view name);
+/// Severity of a log line, in increasing order.
+enum class Level { trace, debug, info, warn, error, off };
 
-/// Route spdlog's default logger to stderr ("npuopt: [warn] message") at `level`.
-void init_stderr(spdlog::level::level_enum level);
+/// Parse a --log-level value; nullopt when it is not one of k_level_names.
+std::optional<Level> parse_level(std::string_view name);
+
+/// Log lines go to stderr ("npuopt: [warn] message") from `level` up.
+void init_stderr(Level level);
+
+/// Whether a line at `level` would be written.
+bool enabled(Level level);
+/// Write one line at `level`.
+void write(Level level, std::string_view message);
+
+template <typename... Args>
+void trace(fmt::format_string<Args...> format, Args&&... args) {
+    if (enabled(Level::trace)) write(Level::trace, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void debug(fmt::format_string<Args...> format, Args&&... args) {
+    if (enabled(Level::debug)) write(Level::debug, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+    if (enabled(Level::info)) write(Level::info, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+    if (enabled(Level::warn)) write(Level::warn, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void error(fmt::format_string<Args...> format, Args&&... args) {
+    if (enabled(Level::error)) write(Level::error, fmt::format(format, std::forward<Args>(args)...));
+}
 
 /// Append-only JSON-lines event log: one object per line {"ts","event",...fields}. Thread-safe.
 class EventLog {

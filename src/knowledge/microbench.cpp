@@ -13,12 +13,12 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/interrupt.hpp"
 #include "target/toolchain.hpp"
+#include "core/log.hpp"
 
 namespace npuopt::knowledge {
 namespace fs = std::filesystem;

@@ -2,6 +2,7 @@
 // always below npuopt's own cgroup), make one per call with its limits, empty and remove it after.
 
 #include "proc/cgroup.hpp"
+#include "core/log.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,7 +20,6 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 namespace npuopt::proc::detail {
 
@@ -401,7 +401,7 @@ CgroupReport CallCgroup::finish() {
         }
         std::error_code ignored;
         if (fs::exists(dir, ignored)) {
-            spdlog::warn("proc: cannot remove the call's cgroup {}: {}", dir.string(), std::strerror(errno));
+            log::warn("proc: cannot remove the call's cgroup {}: {}", dir.string(), std::strerror(errno));
         }
     }
     m_dirs.clear();

@@ -24,8 +24,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
+#include "core/log.hpp"
 #include "core/error.hpp"
 #include "proc/cgroup.hpp"
 #include "proc/sandbox.hpp"
@@ -143,7 +143,7 @@ std::map<std::string, std::string> build_environment(const Command& command, con
     env["TMPDIR"] = scratch.string();
     for (const auto& [name, value] : command.env) {
         if (is_secret_name(name)) {
-            spdlog::warn("proc: not passing variable {} to {}: its name looks like a secret", name,
+            log::warn("proc: not passing variable {} to {}: its name looks like a secret", name,
                          command.argv.empty() ? std::string("?") : command.argv[0]);
             continue;
         }
@@ -268,7 +268,7 @@ bool has_exited(pid_t pid) {
 void warn_unsandboxed_once(const std::string& reason) {
     static std::atomic<bool> warned{false};
     if (warned.exchange(true)) return;
-    spdlog::warn("SANDBOX UNAVAILABLE: {}. Toolchain commands and generated code run UNSANDBOXED "
+    log::warn("SANDBOX UNAVAILABLE: {}. Toolchain commands and generated code run UNSANDBOXED "
                  "(network, your files and this machine are reachable). Fix: apt-get install bubblewrap",
                  reason);
 }
@@ -276,7 +276,7 @@ void warn_unsandboxed_once(const std::string& reason) {
 void warn_cgroup_failed_once(const std::string& reason) {
     static std::atomic<bool> warned{false};
     if (warned.exchange(true)) return;
-    spdlog::warn("proc: cannot make a cgroup for a call ({}); this call's memory and process limits fall back to "
+    log::warn("proc: cannot make a cgroup for a call ({}); this call's memory and process limits fall back to "
                  "rlimits (per process)",
                  reason);
 }
@@ -460,7 +460,7 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
     result.stdout_bytes = stdout_buffer.total();
     result.stderr_bytes = stderr_buffer.total();
     if (drain_until && (out_read.get() >= 0 || err_read.get() >= 0)) {
-        spdlog::warn("proc: {} left a process holding its output open (it escaped the process group)", argv[0]);
+        log::warn("proc: {} left a process holding its output open (it escaped the process group)", argv[0]);
     }
     return result;
 }

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 
 namespace npuopt::report {
 

@@ -3,9 +3,9 @@
 #include <sqlite3.h>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 #include <unistd.h>
 
@@ -338,7 +338,7 @@ void Database::migrate(std::optional<int> to) {
         if (migration.version != version + 1) {
             throw Error(ErrorKind::internal, fmt::format("migration list has a gap before version {}", migration.version));
         }
-        spdlog::debug("migrating {} to schema version {}: {}", m_file.string(), migration.version, migration.description);
+        log::debug("migrating {} to schema version {}: {}", m_file.string(), migration.version, migration.description);
         Transaction transaction(*this);
         execute_script(migration.sql);
         execute_script(fmt::format("PRAGMA user_version = {}", migration.version));
@@ -425,7 +425,7 @@ Transaction::~Transaction() {
             m_database->execute_script(fmt::format("ROLLBACK TO npuopt_{0}; RELEASE npuopt_{0}", m_depth));
         }
     } catch (const Error& error) {
-        spdlog::error("rollback failed: {}", error.what());
+        log::error("rollback failed: {}", error.what());
     }
     --m_database->m_transaction_depth;
 }

@@ -6,7 +6,6 @@
 //   status: not_started / timed_out / crashed / unparsable / transient / failed / ok ◄┘
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/log.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "target/protocol.hpp"
@@ -221,7 +221,7 @@ std::optional<std::vector<fs::path>> declared_paths(const std::vector<std::strin
         paths.emplace();
         for (const auto& path : parsed.paths->read_only) paths->emplace_back(fs::path(path).lexically_normal());
     } else {
-        spdlog::warn("target '{}': the toolchain's `paths` command failed ({}); its calls see the system paths, "
+        log::warn("target '{}': the toolchain's `paths` command failed ({}); its calls see the system paths, "
                      "read_only_paths and the toolchain's install root instead",
                      target_name,
                      ran.error ? *ran.error
@@ -362,7 +362,7 @@ CallInfo Toolchain::call(std::string_view command_name, const config::CommandSpe
     auto add_read_only = [&](const fs::path& path) {
         if (path.empty()) return;
         if (!fs::exists(path, error)) {
-            spdlog::warn("target '{}': read-only path {} does not exist; not exposed to the toolchain", m_target.name,
+            log::warn("target '{}': read-only path {} does not exist; not exposed to the toolchain", m_target.name,
                          path.string());
             return;
         }
@@ -409,7 +409,7 @@ std::optional<Toolchain::CompileMemo> Toolchain::ensure_compiled(const fs::path&
         !m_compile_unsupported->exchange(true)) {
         // A toolchain older than its target.yaml: it does not know `compile`. Its commands then
         // keep the cache writable, as for a target without a compile command.
-        spdlog::warn("target '{}': the toolchain does not accept its `compile` command ({}); no compile step, and "
+        log::warn("target '{}': the toolchain does not accept its `compile` command ({}); no compile step, and "
                      "the cache stays writable for every command as for a target without one",
                      m_target.name, memo.call.message);
     }
@@ -417,7 +417,7 @@ std::optional<Toolchain::CompileMemo> Toolchain::ensure_compiled(const fs::path&
         std::lock_guard lock(*m_compile_mutex);
         (*m_compiled)[key] = memo;
     } else if (memo.call.status != CallStatus::ok) {
-        spdlog::warn("target '{}': compile of {} failed ({}: {}); the command compiles privately",
+        log::warn("target '{}': compile of {} failed ({}: {}); the command compiles privately",
                      m_target.name, file.string(), call_status_name(memo.call.status), memo.call.message);
     }
     return memo;
@@ -466,16 +466,16 @@ CallInfo Toolchain::call_on_file(std::string_view command_name, const config::Co
     const std::string entry = failed_entry->entry;
     std::string why;
     if (!evict_cache_entry(entry, &why)) {
-        spdlog::error("target '{}': {} of {}: {}", m_target.name, command_name, file.string(), why);
+        log::error("target '{}': {} of {}: {}", m_target.name, command_name, file.string(), why);
         return info;
     }
-    spdlog::warn("target '{}': compile cache entry {} failed its check ({}); evicted, recompiling {} once",
+    log::warn("target '{}': compile cache entry {} failed its check ({}); evicted, recompiling {} once",
                  m_target.name, entry, failed_entry->message, file.string());
     ensure_compiled(file, true);
     CallInfo retried = call(command_name, spec, std::move(values), &file, append_args, access);
     auto reparsed = detail::parse_output(retried.process.stdout_text);
     if (const detail::ErrorLine* again = cache_error(reparsed)) {
-        spdlog::error("target '{}': compile cache entry {} failed its check again after eviction and recompilation "
+        log::error("target '{}': compile cache entry {} failed its check again after eviction and recompilation "
                       "({}): {} of {} fails",
                       m_target.name, again->entry, again->message, command_name, file.string());
     }

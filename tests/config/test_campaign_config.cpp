@@ -29,7 +29,7 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.dir == scratch.path());
 }
 
-TEST_CASE("campaign.yaml: a minimal file takes defaults; overrides resolve against the campaign dir") {
+TEST_CASE("campaign.yaml: a minimal file takes defaults, overrides resolve against the campaign dir") {
     ScratchDir scratch;
     auto file = scratch.write("campaign.yaml", "target: t\nkernels: [gemv]\ntoolchain: {bin: bin/fakec}\n"
                                                "budgets: {wall_time: 1h30m}\n");

@@ -76,7 +76,7 @@ TEST_CASE("--version prints the version and exits 0") {
     CHECK(outcome.has(std::string("npuopt ") + NPUOPT_VERSION));
 }
 
-TEST_CASE("--help lists every subcommand and the exit codes; each subcommand has --help") {
+TEST_CASE("--help lists every subcommand and the exit codes, each subcommand has --help") {
     auto outcome = npuopt("--help");
     CHECK(outcome.exit_code == 0);
     CHECK(outcome.has("Exit codes"));

@@ -143,7 +143,7 @@ TEST_CASE("stages: without a champion a correct design is accepted at the screen
     CHECK(bench.recorder.committed[3].launches == 4);  // correctness carries its launches
 }
 
-TEST_CASE("a faster candidate races the champion on the fake device and is accepted; the race is journalled") {
+TEST_CASE("a faster candidate races the champion on the fake device and is accepted, the race is journalled") {
     Bench bench;
     bench.device.cycles = [](const std::filesystem::path& file) {
         return file.filename().string().rfind("fast", 0) == 0 ? 900.0 : 1000.0;

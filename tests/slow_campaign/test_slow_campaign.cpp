@@ -1,4 +1,4 @@
-// End to end on the real simulator: a short campaign on attention_output through report::run_workspace
+// End to end on the real simulator: a short campaign on attention_output through campaign::run_workspace
 // (toolchain, sandbox, cascade, driver). Skipped (with a message) when npuc is not built:
 //   tools/npu-sim/build.sh build-camp/npu-sim build-camp/cargo
 // or point NPUOPT_NPUC at an npuc binary.
@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 #include "search/tree.hpp"
 #include "store/campaign_store.hpp"
 #include "store/database.hpp"
@@ -53,12 +53,12 @@ TEST_CASE("a short campaign on the simulator improves attention_output and resum
     }
     store::CampaignStore::open(dir / "campaign.db");  // what `npuopt init` creates beside campaign.yaml
     std::vector<campaign::Progress> updates;
-    report::RunOverrides options;
+    campaign::RunOverrides options;
     options.max_steps = 4;
     options.progress = [&](const campaign::Progress& progress) { updates.push_back(progress); };
     auto first = [&] {
-        auto workspace = report::open_workspace(dir, std::nullopt);
-        return report::run_workspace(workspace, options);
+        auto workspace = campaign::open_workspace(dir, std::nullopt);
+        return campaign::run_workspace(workspace, options);
     }();
     INFO(first.message);
     CHECK(first.stop == campaign::StopReason::step_limit);
@@ -69,8 +69,8 @@ TEST_CASE("a short campaign on the simulator improves attention_output and resum
 
     options.max_steps = 3;
     auto second = [&] {
-        auto workspace = report::open_workspace(dir, std::nullopt);
-        return report::run_workspace(workspace, options);
+        auto workspace = campaign::open_workspace(dir, std::nullopt);
+        return campaign::run_workspace(workspace, options);
     }();
     CHECK(second.steps_this_run == 3);
     auto store = store::CampaignStore::open(dir / "campaign.db");
@@ -144,10 +144,10 @@ TEST_CASE("kill -9 in the middle of a race keeps every completed measurement and
         ::setpgid(0, 0);  // its own group: the kill below takes npuc with it, as a crash of the host would
         int code = 0;
         try {
-            auto workspace = report::open_workspace(dir, std::nullopt);
-            report::RunOverrides overrides;
+            auto workspace = campaign::open_workspace(dir, std::nullopt);
+            campaign::RunOverrides overrides;
             overrides.stop_requested = [] { return false; };
-            report::run_workspace(workspace, overrides);
+            campaign::run_workspace(workspace, overrides);
         } catch (...) {
             code = 2;
         }
@@ -196,11 +196,11 @@ TEST_CASE("kill -9 in the middle of a race keeps every completed measurement and
     }
 
     // Resume: the interrupted race is marked so, its launches stay, and the campaign goes on.
-    report::RunOverrides overrides;
+    campaign::RunOverrides overrides;
     overrides.max_steps = 1;
     overrides.stop_requested = [] { return false; };
-    auto workspace = report::open_workspace(dir, std::nullopt);
-    auto resumed = report::run_workspace(workspace, overrides);
+    auto workspace = campaign::open_workspace(dir, std::nullopt);
+    auto resumed = campaign::run_workspace(workspace, overrides);
     CHECK(resumed.steps_this_run == 1);
     auto rows = workspace.store->database().query(
         "SELECT verdict, (SELECT count(*) FROM measurements WHERE evaluation_id = ?1) FROM evaluations WHERE id = ?1",

@@ -200,7 +200,7 @@ TEST_CASE("a campaign on a read-only file system (or a read-only file and direct
     fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ignored);
 }
 
-TEST_CASE("a full disk names the file and says disk full; what was committed before stays") {
+TEST_CASE("a full disk names the file and says disk full, what was committed before stays") {
     ScratchDir scratch;
     TmpfsMount mount(scratch.dir / "small", "2m");
     const fs::path file = (mount.mounted ? mount.dir : scratch.dir) / "campaign.db";

@@ -32,7 +32,7 @@
 #include "eval/cascade.hpp"
 #include "knowledge/rules.hpp"
 #include "proc/subprocess.hpp"
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 #include "search/design.hpp"
 #include "store/knowledge_store.hpp"
 
@@ -320,14 +320,14 @@ void init_scratch_campaign(const fs::path& dir, const config::TargetConfig& targ
 
 /// One case's campaign: the workspace, its rule book and a cascade set up as `npuopt run` does.
 struct ScratchCampaign {
-    report::Workspace workspace;
+    campaign::Workspace workspace;
     std::unique_ptr<store::KnowledgeStore> knowledge_store;
     std::unique_ptr<knowledge::RuleBook> rules;
     std::unique_ptr<eval::Cascade> cascade;
     campaign::KernelSetup setup;
 
     ScratchCampaign(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const std::string& kernel)
-        : workspace(report::open_workspace(dir, knowledge_dir)) {
+        : workspace(campaign::open_workspace(dir, knowledge_dir)) {
         const std::string version = workspace.toolchain_version();
         knowledge_store = std::make_unique<store::KnowledgeStore>(workspace.store->database());
         rules = std::make_unique<knowledge::RuleBook>(*knowledge_store, workspace.target.name, version);

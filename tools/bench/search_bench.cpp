@@ -41,8 +41,8 @@
 #include "core/error.hpp"
 #include "eval/cascade.hpp"
 #include "eval/speed_of_light.hpp"
-#include "report/submission.hpp"
-#include "report/workspace.hpp"
+#include "campaign/submission.hpp"
+#include "campaign/workspace.hpp"
 #include "search/roles.hpp"
 #include "store/campaign_store.hpp"
 
@@ -183,7 +183,7 @@ std::optional<fs::path> g_profile;
 
 /// Point the workspace's toolchain at the profile, as `bench kb` does (the sandbox passes only
 /// the target's toolchain.env).
-void apply_profile(report::Workspace& workspace) {
+void apply_profile(campaign::Workspace& workspace) {
     if (!g_profile) return;
     workspace.target.toolchain.env["NPU_SIM_PROFILE"] = g_profile->string();
     workspace.target.toolchain.read_only_paths.push_back(g_profile->parent_path());
@@ -237,7 +237,7 @@ void init_campaign(const fs::path& dir, const config::TargetConfig& target, cons
 
 struct StrategyResult {
     std::string name;
-    std::vector<report::KernelResult> kernels;
+    std::vector<campaign::KernelResult> kernels;
     double geomean = 0.0;
     std::int64_t device_runs = 0;
     double wall_secs = 0.0;
@@ -246,14 +246,14 @@ struct StrategyResult {
 StrategyResult run_strategy(const std::string& name, const fs::path& dir, const std::optional<fs::path>& knowledge_dir,
                             std::int64_t device_runs) {
     auto start = std::chrono::steady_clock::now();
-    auto workspace = report::open_workspace(dir, knowledge_dir);
+    auto workspace = campaign::open_workspace(dir, knowledge_dir);
     apply_profile(workspace);
     StrategyResult result;
     result.name = name;
     if (name == "npuopt") {
-        report::RunOverrides overrides;
+        campaign::RunOverrides overrides;
         overrides.device_runs = device_runs;
-        result.device_runs = report::run_workspace(workspace, overrides).device_runs_used;
+        result.device_runs = campaign::run_workspace(workspace, overrides).device_runs_used;
     } else {
         std::string version = workspace.toolchain_version();
         auto model = workspace.hardware_model();
@@ -277,10 +277,10 @@ StrategyResult run_strategy(const std::string& name, const fs::path& dir, const 
         campaign::CampaignDriver driver(*workspace.store, evaluator, workspace.kernel_setups(), options, model, {}, roles);
         result.device_runs = driver.run().device_runs_used;
     }
-    report::SubmitOptions submit;
+    campaign::SubmitOptions submit;
     submit.out_dir = dir / "champions";
     try {
-        auto submission = report::build_submission(workspace, submit);
+        auto submission = campaign::build_submission(workspace, submit);
         result.kernels = submission.kernels;
         result.geomean = submission.geomean;
     } catch (const Error& error) {
@@ -397,11 +397,11 @@ int main(int argc, char** argv) {
         init_campaign(base, target, kernels);
         const auto kb_start = std::chrono::steady_clock::now();
         {
-            auto workspace = report::open_workspace(base, knowledge_dir);
+            auto workspace = campaign::open_workspace(base, knowledge_dir);
             apply_profile(workspace);
-            report::KbBuildOptions options;
+            campaign::KbBuildOptions options;
             options.quick = quick_kb;
-            report::build_knowledge(workspace, options);
+            campaign::build_knowledge(workspace, options);
         }
         const double kb_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - kb_start).count();
         // --device-runs is per kernel (as `npuopt bench --help` says); the campaign's budget is the sum.
@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
                                   {"kb_build_secs", kb_secs},
                                   {"strategies", nlohmann::json::array()}};
             for (const auto& result : results) {
-                auto entry = report::results_json(result.kernels);
+                auto entry = campaign::results_json(result.kernels);
                 for (auto& kernel : entry["kernels"]) {
                     double minimum = true_min[kernel["kernel"].get<std::string>()];
                     kernel["true_min_cycles"] = minimum;

@@ -10,7 +10,7 @@ NPUOPT_APT_PACKAGES=(
   libsqlite3-dev sqlite3 nlohmann-json3-dev libcurl4-openssl-dev libyaml-cpp-dev libeigen3-dev
   libspdlog-dev libfmt-dev doctest-dev libcli11-dev
   libmuparser-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
-  bubblewrap graphviz
+  bubblewrap graphviz python3
 )
 
 npuopt_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -1,4 +1,4 @@
-#include "report/user_eval.hpp"
+#include "campaign/user_eval.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -16,7 +16,7 @@
 #include "store/knowledge_store.hpp"
 #include "store/tree_store.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 namespace fs = std::filesystem;
 
@@ -306,4 +306,4 @@ std::string render_user_eval_text(const UserEvalResult& result) {
     return text;
 }
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

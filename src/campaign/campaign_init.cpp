@@ -1,4 +1,4 @@
-#include "report/campaign_init.hpp"
+#include "campaign/campaign_init.hpp"
 
 #include <fstream>
 
@@ -10,7 +10,7 @@
 #include "core/log.hpp"
 #include "store/campaign_store.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 void init_campaign_dir(const std::filesystem::path& dir, const config::TargetConfig& target,
                        const std::vector<std::string>& kernel_names, std::uint64_t seed) {
@@ -34,4 +34,4 @@ void init_campaign_dir(const std::filesystem::path& dir, const config::TargetCon
     transaction.commit();
 }
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

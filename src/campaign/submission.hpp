@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 /// One kernel's line of the results table.
 struct KernelResult {
@@ -60,4 +60,4 @@ struct Submission {
 /// Error(invalid_input) when the output directory is not empty or no kernel has a champion.
 Submission build_submission(Workspace& workspace, const SubmitOptions& options);
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

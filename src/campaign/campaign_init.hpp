@@ -10,10 +10,10 @@
 
 #include "config/target_config.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 /// Write campaign.yaml and campaign.db into `dir` (which must exist and be empty) for `target`.
 void init_campaign_dir(const std::filesystem::path& dir, const config::TargetConfig& target,
                        const std::vector<std::string>& kernel_names, std::uint64_t seed);
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

@@ -1,4 +1,4 @@
-#include "report/submission.hpp"
+#include "campaign/submission.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "eval/seed_stream.hpp"
 #include "store/tree_store.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 namespace fs = std::filesystem;
 
@@ -238,4 +238,4 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
     return submission;
 }
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

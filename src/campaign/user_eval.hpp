@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/cascade.hpp"
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 /// What `npuopt eval` asks.
 struct UserEvalOptions {
@@ -66,4 +66,4 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
 nlohmann::json user_eval_json(const UserEvalResult& result);
 std::string render_user_eval_text(const UserEvalResult& result);
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

@@ -1,4 +1,4 @@
-#include "report/workspace.hpp"
+#include "campaign/workspace.hpp"
 
 #include <cstdlib>
 #include <regex>
@@ -17,7 +17,7 @@
 #include "campaign/evaluator.hpp"
 #include "store/knowledge_store.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 namespace fs = std::filesystem;
 
@@ -213,4 +213,4 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
     return driver.run();
 }
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign

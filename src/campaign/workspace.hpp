@@ -20,7 +20,7 @@
 #include "store/campaign_store.hpp"
 #include "target/toolchain.hpp"
 
-namespace npuopt::report {
+namespace npuopt::campaign {
 
 /// Everything a command needs from one campaign directory.
 struct Workspace {
@@ -72,4 +72,4 @@ struct RunOverrides {
 /// Run or resume the campaign (the driver with the workspace's toolchain and cascade).
 campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides);
 
-}  // namespace npuopt::report
+}  // namespace npuopt::campaign
