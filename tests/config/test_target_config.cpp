@@ -210,7 +210,7 @@ TEST_CASE("${VAR} expansion uses the environment, then the build's directories")
     CHECK(undefined == "NPUOPT_TEST_EXPAND");
 }
 
-TEST_CASE("targets are found in the knowledge dir; an unknown one lists the known") {
+TEST_CASE("targets are found in the knowledge dir, an unknown one lists the known") {
     CHECK(config::list_targets(k_knowledge) == std::vector<std::string>{"testchip"});
     std::string message = error_message([&] { config::load_target(k_knowledge, "nochip"); }, ErrorKind::invalid_input);
     CHECK(message.find("unknown target 'nochip'") != std::string::npos);
