@@ -50,7 +50,7 @@ enum class LlmResponseFormat {
 /// at call time. The token budget is budgets.llm_tokens.
 struct LlmConfig {
     bool enabled = false;
-    std::string base_url;                ///< e.g. https://api.openai.com/v1 (no trailing slash; /chat/completions is appended)
+    std::string base_url;                ///< e.g. https://api.openai.com/v1 (/chat/completions is appended)
     std::string model;
     std::string api_key_env = "OPENAI_API_KEY";  ///< NAME of the environment variable, never the key
     double connect_timeout_secs = 10.0;

@@ -32,7 +32,8 @@ Reply malformed(std::string what) {
 std::string choice_problem(const Choice& choice) {
     switch (choice.status) {
         case CallStatus::truncated: return "the reply was cut off at max_tokens (finish_reason 'length')";
-        case CallStatus::empty: return fmt::format("the reply has no content (finish_reason '{}')", choice.finish_reason);
+        case CallStatus::empty:
+            return fmt::format("the reply has no content (finish_reason '{}')", choice.finish_reason);
         case CallStatus::refusal:
             return choice.refusal ? fmt::format("the model refused: {}", *choice.refusal)
                                   : std::string("the model refused (finish_reason 'content_filter')");
@@ -145,9 +146,9 @@ Reply parse_chat_response(std::string_view body) {
     reply.status = reply.first_ok() ? CallStatus::ok : reply.choices.front().status;
     if (!reply.ok()) {
         std::string first = choice_problem(reply.choices.front());
-        reply.message = reply.choices.size() == 1
-                            ? first
-                            : fmt::format("none of the {} choices is usable; the first: {}", reply.choices.size(), first);
+        reply.message = reply.choices.size() == 1 ? first
+                                                  : fmt::format("none of the {} choices is usable; the first: {}",
+                                                                reply.choices.size(), first);
     }
     return reply;
 }

@@ -96,7 +96,8 @@ Reply Client::complete(const ChatRequest& request) {
         reply.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         redact_reply(reply, key);
         if (reply.ok()) {
-            spdlog::debug("llm: {} answered in {:.2f} s ({} attempt(s)): {} prompt + {} completion tokens{}, cost {:.4f}",
+            spdlog::debug("llm: {} answered in {:.2f} s ({} attempt(s)): {} prompt + {} completion tokens{}, "
+                          "cost {:.4f}",
                           m_config.model, reply.wall_secs, reply.attempts, reply.usage.prompt_tokens,
                           reply.usage.completion_tokens, reply.usage.reported ? "" : " (estimated)", reply.cost);
         } else if (reply.status == CallStatus::budget_exhausted) {

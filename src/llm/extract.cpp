@@ -12,6 +12,12 @@ std::string lower(std::string_view text) {
     return out;
 }
 
+std::string_view trim(std::string_view text) {
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+    return text;
+}
+
 /// An opening or closing fence: up to 3 spaces, then 3+ backticks or tildes.
 struct Fence {
     char mark = 0;
@@ -29,9 +35,7 @@ std::optional<Fence> fence_of(std::string_view line) {
     while (end < line.size() && line[end] == fence.mark) ++end;
     fence.length = end - indent;
     if (fence.length < 3) return std::nullopt;
-    fence.info = line.substr(end);
-    while (!fence.info.empty() && std::isspace(static_cast<unsigned char>(fence.info.back()))) fence.info.remove_suffix(1);
-    while (!fence.info.empty() && std::isspace(static_cast<unsigned char>(fence.info.front()))) fence.info.remove_prefix(1);
+    fence.info = trim(line.substr(end));
     return fence;
 }
 
@@ -82,10 +86,10 @@ std::vector<FencedBlock> fenced_blocks(std::string_view text) {
     FencedBlock current;
     std::size_t pos = 0;
     while (pos < text.size()) {
-        std::size_t line_end = text.find('\n', pos);
-        std::string_view line = text.substr(pos, line_end == std::string_view::npos ? std::string_view::npos : line_end - pos);
+        std::size_t line_end = std::min(text.find('\n', pos), text.size());
+        std::string_view line = text.substr(pos, line_end - pos);
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        pos = line_end == std::string_view::npos ? text.size() : line_end + 1;
+        pos = line_end + 1;
         auto fence = fence_of(line);
         if (!open) {
             if (fence && !(fence->mark == '`' && fence->info.find('`') != std::string_view::npos)) {

@@ -47,7 +47,9 @@ std::chrono::milliseconds millis_of_secs(double secs) {
 
 }  // namespace
 
-bool is_retryable_http_status(long status) { return status == 408 || status == 429 || (status >= 500 && status <= 599); }
+bool is_retryable_http_status(long status) {
+    return status == 408 || status == 429 || (status >= 500 && status <= 599);
+}
 
 std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) {
     std::istringstream stream{std::string(trim(text))};
@@ -79,8 +81,8 @@ std::optional<std::chrono::milliseconds> server_retry_delay(std::optional<std::s
 }
 
 std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, std::int64_t retry_idx, std::mt19937_64& rng) {
-    double ceiling_secs = policy.base_secs * std::pow(2.0, static_cast<double>(std::clamp<std::int64_t>(retry_idx, 0, 62)));
-    ceiling_secs = std::min(ceiling_secs, policy.cap_secs);
+    double doublings = static_cast<double>(std::clamp<std::int64_t>(retry_idx, 0, 62));
+    double ceiling_secs = std::min(policy.base_secs * std::pow(2.0, doublings), policy.cap_secs);
     std::uniform_real_distribution<double> jitter(0.0, std::max(ceiling_secs, 0.0));
     return millis_of_secs(jitter(rng));
 }

@@ -260,7 +260,9 @@ TEST_CASE("retries exhausted: the last failure is returned, a 400 is not retried
     FakeSurroundings surroundings;
     llm::Client client(test_config(server.base_url()), surroundings.deps());
     SUBCASE("502 three times") {
-        for (int attempt_idx = 0; attempt_idx < 3; ++attempt_idx) server.push(llm::stub::error_reply(502, "bad gateway"));
+        for (int attempt_idx = 0; attempt_idx < 3; ++attempt_idx) {
+            server.push(llm::stub::error_reply(502, "bad gateway"));
+        }
         llm::Reply reply = client.complete(ask("x"));
         CHECK(reply.status == CallStatus::http_error);
         CHECK(reply.http_status == 502);
@@ -409,7 +411,8 @@ TEST_CASE("the concurrency limit holds across threads and clients sharing it") {
 
 TEST_CASE("the token budget stops calls once spent") {
     ScriptedServer server;
-    server.set_responder([](const llm::stub::ReceivedRequest&) { return llm::stub::chat_reply("ok", "stop", 100, 50); });
+    server.set_responder(
+        [](const llm::stub::ReceivedRequest&) { return llm::stub::chat_reply("ok", "stop", 100, 50); });
     FakeSurroundings surroundings;
     auto budget = std::make_shared<llm::TokenBudget>(250);
     llm::Client client(test_config(server.base_url()), surroundings.deps(budget));
