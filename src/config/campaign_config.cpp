@@ -21,7 +21,112 @@ std::int64_t positive_integer(const Fields& fields, std::string_view key, std::i
     return value;
 }
 
+double positive_number(const Fields& fields, std::string_view key, double fallback) {
+    double value = fields.number_or(key, fallback);
+    if (!(value > 0)) fields.fail_at(key, fmt::format("expected a number > 0, got {}", value));
+    return value;
+}
+
+double non_negative_number(const Fields& fields, std::string_view key, double fallback) {
+    double value = fields.number_or(key, fallback);
+    if (!(value >= 0)) fields.fail_at(key, fmt::format("expected a number >= 0, got {}", value));
+    return value;
+}
+
+std::int64_t non_negative_integer(const Fields& fields, std::string_view key, std::int64_t fallback) {
+    std::int64_t value = fields.integer_or(key, fallback);
+    if (value < 0) fields.fail_at(key, fmt::format("expected an integer >= 0, got {}", value));
+    return value;
+}
+
+LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
+    Fields llm = top.map("llm", {"enabled", "base_url", "endpoint", "model", "api_key_env", "connect_timeout_secs",
+                                 "request_timeout_secs", "stall_timeout_secs", "concurrency", "max_retries",
+                                 "retry_cap_secs", "temperature", "n", "max_tokens", "response_format",
+                                 "price_prompt_per_1k", "price_completion_per_1k", "context_tokens",
+                                 "repair_turns"});
+    LlmConfig config;
+    config.enabled = llm.boolean_or("enabled", config.enabled);
+    // `endpoint` is the name campaign.yaml files written before base_url used; both mean the same.
+    if (llm.has("base_url") && llm.has("endpoint")) {
+        llm.fail_at("endpoint", "is the former name of llm.base_url; give only one of them");
+    }
+    std::string url_key = llm.has("endpoint") ? "endpoint" : "base_url";
+    config.base_url = llm.string_or(url_key, "");
+    while (!config.base_url.empty() && config.base_url.back() == '/') config.base_url.pop_back();
+    if (!config.base_url.empty()) {
+        if (config.base_url.rfind("http://", 0) != 0 && config.base_url.rfind("https://", 0) != 0) {
+            llm.fail_at(url_key, fmt::format("'{}' is not an http(s) URL (expected e.g. https://api.openai.com/v1)",
+                                             config.base_url));
+        }
+        static constexpr std::string_view k_path_suffix = "/chat/completions";
+        if (config.base_url.size() >= k_path_suffix.size() &&
+            config.base_url.compare(config.base_url.size() - k_path_suffix.size(), k_path_suffix.size(),
+                                    k_path_suffix) == 0) {
+            llm.fail_at(url_key, fmt::format("'{}' ends in /chat/completions; give the base URL (e.g. "
+                                             "http://127.0.0.1:8080/v1), the client appends the path",
+                                             config.base_url));
+        }
+    }
+    config.model = llm.string_or("model", "");
+    config.api_key_env = llm.string_or("api_key_env", config.api_key_env);
+    static const std::regex k_env_name_pattern("[A-Za-z_][A-Za-z0-9_]*");
+    if (!std::regex_match(config.api_key_env, k_env_name_pattern)) {
+        llm.fail_at("api_key_env", "expected the NAME of an environment variable holding the key "
+                                   "(e.g. OPENAI_API_KEY), never the key itself");
+    }
+    config.connect_timeout_secs = positive_number(llm, "connect_timeout_secs", config.connect_timeout_secs);
+    config.request_timeout_secs = positive_number(llm, "request_timeout_secs", config.request_timeout_secs);
+    config.stall_timeout_secs = positive_number(llm, "stall_timeout_secs", config.stall_timeout_secs);
+    config.concurrency = positive_integer(llm, "concurrency", config.concurrency);
+    config.max_retries = non_negative_integer(llm, "max_retries", config.max_retries);
+    config.retry_cap_secs = non_negative_number(llm, "retry_cap_secs", config.retry_cap_secs);
+    config.temperature = llm.number_or("temperature", config.temperature);
+    if (!(config.temperature >= 0 && config.temperature <= 2)) {
+        llm.fail_at("temperature", fmt::format("expected a number in [0, 2], got {}", config.temperature));
+    }
+    config.n = positive_integer(llm, "n", config.n);
+    config.max_tokens = positive_integer(llm, "max_tokens", config.max_tokens);
+    if (llm.has("response_format")) {
+        std::string format = llm.string("response_format");
+        if (format == llm_response_format_name(LlmResponseFormat::fenced_code)) {
+            config.response_format = LlmResponseFormat::fenced_code;
+        } else if (format == llm_response_format_name(LlmResponseFormat::json_schema)) {
+            config.response_format = LlmResponseFormat::json_schema;
+        } else {
+            llm.fail_at("response_format", fmt::format("'{}' is not a response format (expected fenced_code, or "
+                                                       "json_schema where the server supports structured output)",
+                                                       format));
+        }
+    }
+    config.price_prompt_per_1k = non_negative_number(llm, "price_prompt_per_1k", config.price_prompt_per_1k);
+    config.price_completion_per_1k =
+        non_negative_number(llm, "price_completion_per_1k", config.price_completion_per_1k);
+    config.context_tokens = positive_integer(llm, "context_tokens", config.context_tokens);
+    config.repair_turns = non_negative_integer(llm, "repair_turns", config.repair_turns);
+    if (config.enabled) {
+        if (config.base_url.empty()) {
+            llm.fail_at(url_key, "llm.enabled is true but no base URL is given (expected e.g. "
+                                 "https://api.openai.com/v1 or http://127.0.0.1:8080/v1)");
+        }
+        if (config.model.empty()) llm.fail_at("model", "llm.enabled is true but no model name is given");
+        if (budgets.llm_tokens == 0) {
+            llm.fail_at("enabled", "llm.enabled is true but budgets.llm_tokens is 0, so the LLM would never be "
+                                   "called; give budgets.llm_tokens a token budget");
+        }
+    }
+    return config;
+}
+
 }  // namespace
+
+std::string_view llm_response_format_name(LlmResponseFormat format) {
+    switch (format) {
+        case LlmResponseFormat::fenced_code: return "fenced_code";
+        case LlmResponseFormat::json_schema: return "json_schema";
+    }
+    return "fenced_code";
+}
 
 std::optional<double> parse_duration_secs(std::string_view text) {
     if (text.empty()) return std::nullopt;
@@ -121,25 +226,7 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
             acceptance.fail_at("strict_after", "expected a share of the budget in [0, 1] (1: never strict)");
         }
     }
-    if (top.has("llm")) {
-        Fields llm = top.map("llm", {"enabled", "endpoint", "model", "api_key_env"});
-        config.llm.enabled = llm.boolean_or("enabled", config.llm.enabled);
-        config.llm.endpoint = llm.string_or("endpoint", "");
-        config.llm.model = llm.string_or("model", "");
-        config.llm.api_key_env = llm.string_or("api_key_env", config.llm.api_key_env);
-        static const std::regex k_env_name_pattern("[A-Za-z_][A-Za-z0-9_]*");
-        if (!std::regex_match(config.llm.api_key_env, k_env_name_pattern)) {
-            llm.fail_at("api_key_env", "expected the NAME of an environment variable holding the key "
-                                       "(e.g. OPENAI_API_KEY), never the key itself");
-        }
-        if (config.llm.enabled) {
-            if (config.llm.endpoint.empty()) llm.fail_at("endpoint", "expected the endpoint URL when llm.enabled is true");
-            if (config.llm.endpoint.rfind("http://", 0) != 0 && config.llm.endpoint.rfind("https://", 0) != 0) {
-                llm.fail_at("endpoint", fmt::format("'{}' is not an http(s) URL", config.llm.endpoint));
-            }
-            if (config.llm.model.empty()) llm.fail_at("model", "expected a model name when llm.enabled is true");
-        }
-    }
+    if (top.has("llm")) config.llm = parse_llm(top, config.budgets);
     return config;
 }
 
@@ -206,12 +293,28 @@ acceptance:
   revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
 
-# Optional LLM (OpenAI-compatible chat API). Without it every role uses its deterministic policy.
+# Optional LLM (OpenAI-compatible chat-completions API: OpenAI, llama.cpp's server, vLLM, Ollama).
+# Without it every role uses its deterministic policy. Enabling it needs base_url, model and
+# budgets.llm_tokens > 0.
 llm:
   enabled: false
-  endpoint: ""          # e.g. https://api.openai.com/v1
+  base_url: ""          # e.g. https://api.openai.com/v1, http://127.0.0.1:8080/v1 (/chat/completions is appended)
   model: ""             # e.g. gpt-4o-mini
   api_key_env: {api_key_env}  # the NAME of the environment variable holding the key; never the key itself
+  connect_timeout_secs: {connect_timeout}
+  request_timeout_secs: {request_timeout}  # the whole call, reply included
+  stall_timeout_secs: {stall_timeout}     # give up when no data arrives for this long
+  concurrency: {concurrency}            # calls in flight at once
+  max_retries: {max_retries}            # after 408, 429, 5xx and transport errors (Retry-After is honoured)
+  retry_cap_secs: {retry_cap}         # longest wait before a retry
+  temperature: {temperature}
+  n: {n}                      # choices per call (best-of-n; the cascade picks)
+  max_tokens: {max_tokens}            # completion tokens per choice
+  response_format: {response_format}  # fenced_code (any server) or json_schema (servers with structured output)
+  price_prompt_per_1k: {price_prompt}     # cost per 1000 prompt tokens (0: free, e.g. a local server)
+  price_completion_per_1k: {price_completion}
+  context_tokens: {context_tokens}        # what one prompt may hold
+  repair_turns: {repair_turns}           # follow-up turns that feed diagnostics back
 )",
         fmt::arg("target", target),
         fmt::arg("kernels", kernel_names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(kernel_names, ", "))),
@@ -223,7 +326,17 @@ llm:
         fmt::arg("alpha", defaults.acceptance.alpha), fmt::arg("min_effect", defaults.acceptance.min_effect),
         fmt::arg("max_runs", defaults.acceptance.max_runs_per_race),
         fmt::arg("revalidate", defaults.acceptance.revalidate_every_accepts),
-        fmt::arg("strict_after", defaults.acceptance.strict_after), fmt::arg("api_key_env", defaults.llm.api_key_env));
+        fmt::arg("strict_after", defaults.acceptance.strict_after), fmt::arg("api_key_env", defaults.llm.api_key_env),
+        fmt::arg("connect_timeout", defaults.llm.connect_timeout_secs),
+        fmt::arg("request_timeout", defaults.llm.request_timeout_secs),
+        fmt::arg("stall_timeout", defaults.llm.stall_timeout_secs), fmt::arg("concurrency", defaults.llm.concurrency),
+        fmt::arg("max_retries", defaults.llm.max_retries), fmt::arg("retry_cap", defaults.llm.retry_cap_secs),
+        fmt::arg("temperature", defaults.llm.temperature), fmt::arg("n", defaults.llm.n),
+        fmt::arg("max_tokens", defaults.llm.max_tokens),
+        fmt::arg("response_format", llm_response_format_name(defaults.llm.response_format)),
+        fmt::arg("price_prompt", defaults.llm.price_prompt_per_1k),
+        fmt::arg("price_completion", defaults.llm.price_completion_per_1k),
+        fmt::arg("context_tokens", defaults.llm.context_tokens), fmt::arg("repair_turns", defaults.llm.repair_turns));
 }
 
 }  // namespace npuopt::config

@@ -40,13 +40,37 @@ struct AcceptanceConfig {
     double strict_after = 0.75;          ///< share of the budget after which the strict preset applies (1: never)
 };
 
-/// OpenAI-compatible LLM endpoint; the key is read from the variable named by api_key_env.
+/// How a reply is asked to carry its payload.
+enum class LlmResponseFormat {
+    fenced_code,  ///< free text; the payload is taken from a fenced code block (works with every server)
+    json_schema,  ///< response_format {type: json_schema} is sent (servers that support structured output)
+};
+
+/// OpenAI-compatible chat-completions endpoint; the key is read from the variable named by api_key_env
+/// at call time. The token budget is budgets.llm_tokens.
 struct LlmConfig {
     bool enabled = false;
-    std::string endpoint;                ///< e.g. https://api.openai.com/v1
+    std::string base_url;                ///< e.g. https://api.openai.com/v1 (/chat/completions is appended)
     std::string model;
     std::string api_key_env = "OPENAI_API_KEY";  ///< NAME of the environment variable, never the key
+    double connect_timeout_secs = 10.0;
+    double request_timeout_secs = 300.0; ///< whole request, reply included
+    double stall_timeout_secs = 60.0;    ///< abort when (almost) no byte arrives for this long
+    std::int64_t concurrency = 4;        ///< calls in flight at once, across all threads
+    std::int64_t max_retries = 4;        ///< extra attempts after 408, 429, 5xx or a transport error
+    double retry_cap_secs = 60.0;        ///< longest wait before a retry (Retry-After included)
+    double temperature = 0.7;
+    std::int64_t n = 1;                  ///< choices per call (best-of-n)
+    std::int64_t max_tokens = 4096;      ///< completion tokens per choice
+    LlmResponseFormat response_format = LlmResponseFormat::fenced_code;
+    double price_prompt_per_1k = 0.0;    ///< cost per 1000 prompt tokens (any currency; 0: free)
+    double price_completion_per_1k = 0.0;
+    std::int64_t context_tokens = 8192;  ///< what a prompt may hold (retrieval fills it)
+    std::int64_t repair_turns = 2;       ///< follow-up turns that feed diagnostics back
 };
+
+/// "fenced_code" or "json_schema".
+std::string_view llm_response_format_name(LlmResponseFormat format);
 
 /// campaign.yaml
 struct CampaignConfig {

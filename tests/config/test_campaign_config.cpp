@@ -26,6 +26,22 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.acceptance.revalidate_every_accepts == defaults.acceptance.revalidate_every_accepts);
     CHECK(campaign.acceptance.strict_after == doctest::Approx(defaults.acceptance.strict_after));
     CHECK(campaign.llm.api_key_env == "OPENAI_API_KEY");
+    CHECK_FALSE(campaign.llm.enabled);
+    CHECK(campaign.llm.base_url.empty());
+    CHECK(campaign.llm.connect_timeout_secs == defaults.llm.connect_timeout_secs);
+    CHECK(campaign.llm.request_timeout_secs == defaults.llm.request_timeout_secs);
+    CHECK(campaign.llm.stall_timeout_secs == defaults.llm.stall_timeout_secs);
+    CHECK(campaign.llm.concurrency == defaults.llm.concurrency);
+    CHECK(campaign.llm.max_retries == defaults.llm.max_retries);
+    CHECK(campaign.llm.retry_cap_secs == defaults.llm.retry_cap_secs);
+    CHECK(campaign.llm.temperature == doctest::Approx(defaults.llm.temperature));
+    CHECK(campaign.llm.n == defaults.llm.n);
+    CHECK(campaign.llm.max_tokens == defaults.llm.max_tokens);
+    CHECK(campaign.llm.response_format == defaults.llm.response_format);
+    CHECK(campaign.llm.price_prompt_per_1k == defaults.llm.price_prompt_per_1k);
+    CHECK(campaign.llm.price_completion_per_1k == defaults.llm.price_completion_per_1k);
+    CHECK(campaign.llm.context_tokens == defaults.llm.context_tokens);
+    CHECK(campaign.llm.repair_turns == defaults.llm.repair_turns);
     CHECK(campaign.dir == scratch.path());
 }
 
@@ -99,6 +115,120 @@ TEST_CASE("campaign.yaml errors name file:line and the key") {
     SUBCASE("a negative re-validation interval") {
         std::string message = load("target: t\nacceptance: {revalidate_every_accepts: -1}\n");
         CHECK(message.find("'acceptance.revalidate_every_accepts'") != std::string::npos);
+    }
+}
+
+TEST_CASE("campaign.yaml: every llm key is read") {
+    ScratchDir scratch;
+    auto file = scratch.write("campaign.yaml", R"(target: t
+budgets: {llm_tokens: 200000}
+llm:
+  enabled: true
+  base_url: http://127.0.0.1:8080/v1/
+  model: qwen2.5-coder-7b
+  api_key_env: LOCAL_LLM_KEY
+  connect_timeout_secs: 2.5
+  request_timeout_secs: 120
+  stall_timeout_secs: 30
+  concurrency: 3
+  max_retries: 6
+  retry_cap_secs: 20
+  temperature: 0.2
+  n: 8
+  max_tokens: 2048
+  response_format: json_schema
+  price_prompt_per_1k: 0.15
+  price_completion_per_1k: 0.6
+  context_tokens: 16000
+  repair_turns: 3
+)");
+    auto llm = config::load_campaign_config(file).llm;
+    CHECK(llm.enabled);
+    CHECK(llm.base_url == "http://127.0.0.1:8080/v1");
+    CHECK(llm.model == "qwen2.5-coder-7b");
+    CHECK(llm.api_key_env == "LOCAL_LLM_KEY");
+    CHECK(llm.connect_timeout_secs == 2.5);
+    CHECK(llm.request_timeout_secs == 120.0);
+    CHECK(llm.stall_timeout_secs == 30.0);
+    CHECK(llm.concurrency == 3);
+    CHECK(llm.max_retries == 6);
+    CHECK(llm.retry_cap_secs == 20.0);
+    CHECK(llm.temperature == doctest::Approx(0.2));
+    CHECK(llm.n == 8);
+    CHECK(llm.max_tokens == 2048);
+    CHECK(llm.response_format == config::LlmResponseFormat::json_schema);
+    CHECK(llm.price_prompt_per_1k == doctest::Approx(0.15));
+    CHECK(llm.price_completion_per_1k == doctest::Approx(0.6));
+    CHECK(llm.context_tokens == 16000);
+    CHECK(llm.repair_turns == 3);
+}
+
+TEST_CASE("campaign.yaml: llm.endpoint, the former name of llm.base_url, is still read") {
+    ScratchDir scratch;
+    auto file = scratch.write("campaign.yaml", "target: t\nllm: {endpoint: 'https://api.example.com/v1'}\n");
+    CHECK(config::load_campaign_config(file).llm.base_url == "https://api.example.com/v1");
+}
+
+TEST_CASE("campaign.yaml: llm errors name file:line and the key") {
+    ScratchDir scratch;
+    std::string file = (scratch.path() / "campaign.yaml").string();
+    auto load = [&](const std::string& text) {
+        scratch.write("campaign.yaml", text);
+        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
+    };
+    SUBCASE("enabled without a base URL") {
+        std::string message = load("target: t\nbudgets: {llm_tokens: 1000}\nllm:\n  enabled: true\n  model: m\n");
+        CHECK(message.find(file + ":4:") != std::string::npos);
+        CHECK(message.find("'llm.base_url'") != std::string::npos);
+        CHECK(message.find("no base URL") != std::string::npos);
+    }
+    SUBCASE("enabled without a model") {
+        std::string message = load("target: t\nbudgets: {llm_tokens: 1000}\n"
+                                   "llm:\n  enabled: true\n  base_url: http://127.0.0.1:1/v1\n");
+        CHECK(message.find(file + ":4:") != std::string::npos);
+        CHECK(message.find("'llm.model'") != std::string::npos);
+        CHECK(message.find("no model") != std::string::npos);
+    }
+    SUBCASE("enabled with no token budget") {
+        std::string message = load("target: t\nllm:\n  enabled: true\n  base_url: http://h/v1\n  model: m\n");
+        CHECK(message.find(file + ":3:12") != std::string::npos);
+        CHECK(message.find("'llm.enabled'") != std::string::npos);
+        CHECK(message.find("budgets.llm_tokens") != std::string::npos);
+    }
+    SUBCASE("unknown key") {
+        std::string message = load("target: t\nllm:\n  temprature: 0.1\n");
+        CHECK(message.find(file + ":3:3") != std::string::npos);
+        CHECK(message.find("unknown key 'llm.temprature'") != std::string::npos);
+    }
+    SUBCASE("not an http(s) URL") {
+        std::string message = load("target: t\nllm:\n  base_url: ftp://h/v1\n");
+        CHECK(message.find(file + ":3:13") != std::string::npos);
+        CHECK(message.find("'llm.base_url'") != std::string::npos);
+    }
+    SUBCASE("the full path where the base URL belongs") {
+        std::string message = load("target: t\nllm: {base_url: 'http://h/v1/chat/completions'}\n");
+        CHECK(message.find("'llm.base_url'") != std::string::npos);
+        CHECK(message.find("appends the path") != std::string::npos);
+    }
+    SUBCASE("both base_url and endpoint") {
+        std::string message = load("target: t\nllm: {base_url: 'http://a/v1', endpoint: 'http://b/v1'}\n");
+        CHECK(message.find("'llm.endpoint'") != std::string::npos);
+    }
+    SUBCASE("an unknown response format") {
+        std::string message = load("target: t\nllm:\n  response_format: xml\n");
+        CHECK(message.find(file + ":3:20") != std::string::npos);
+        CHECK(message.find("'llm.response_format'") != std::string::npos);
+    }
+    SUBCASE("out-of-range numbers") {
+        CHECK(load("target: t\nllm: {temperature: 3}\n").find("'llm.temperature'") != std::string::npos);
+        CHECK(load("target: t\nllm: {concurrency: 0}\n").find("'llm.concurrency'") != std::string::npos);
+        CHECK(load("target: t\nllm: {n: 0}\n").find("'llm.n'") != std::string::npos);
+        CHECK(load("target: t\nllm: {max_retries: -1}\n").find("'llm.max_retries'") != std::string::npos);
+        CHECK(load("target: t\nllm: {request_timeout_secs: 0}\n").find("'llm.request_timeout_secs'") !=
+              std::string::npos);
+        CHECK(load("target: t\nllm: {price_prompt_per_1k: -0.5}\n").find("'llm.price_prompt_per_1k'") !=
+              std::string::npos);
+        CHECK(load("target: t\nllm: {repair_turns: -2}\n").find("'llm.repair_turns'") != std::string::npos);
     }
 }
 
