@@ -96,14 +96,14 @@ Reply Client::complete(const ChatRequest& request) {
         reply.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         redact_reply(reply, key);
         if (reply.ok()) {
-            spdlog::debug("llm: {} answered in {:.2f} s ({} attempt(s)): {} prompt + {} completion tokens{}, "
+            log::debug("llm: {} answered in {:.2f} s ({} attempt(s)): {} prompt + {} completion tokens{}, "
                           "cost {:.4f}",
                           m_config.model, reply.wall_secs, reply.attempts, reply.usage.prompt_tokens,
                           reply.usage.completion_tokens, reply.usage.reported ? "" : " (estimated)", reply.cost);
         } else if (reply.status == CallStatus::budget_exhausted) {
-            spdlog::info("llm: {} call refused: {}", m_config.model, reply.message);
+            log::info("llm: {} call refused: {}", m_config.model, reply.message);
         } else {
-            spdlog::warn("llm: {} call {}: {}", m_config.model, call_status_name(reply.status), reply.message);
+            log::warn("llm: {} call {}: {}", m_config.model, call_status_name(reply.status), reply.message);
         }
         return reply;
     };
@@ -170,7 +170,7 @@ Reply Client::complete(const ChatRequest& request) {
         }
         auto server_delay = server_retry_delay(http.header("retry-after-ms"), http.header("retry-after"), m_deps.now());
         auto delay = next_retry_delay(server_delay, attempt_idx);
-        spdlog::warn("llm: {} (attempt {} of {}); retrying in {} ms{}", redact(reply.message, key), reply.attempts,
+        log::warn("llm: {} (attempt {} of {}); retrying in {} ms{}", redact(reply.message, key), reply.attempts,
                      m_config.max_retries + 1, delay.count(), server_delay ? " as the server asked" : "");
         m_deps.sleep(delay);
     }
