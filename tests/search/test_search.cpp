@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "config/cost_model_config.hpp"
 #include "config/target_loader.hpp"
 #include "config/template_config.hpp"
 #include "core/error.hpp"
@@ -46,11 +48,12 @@ std::string error_of(const std::function<void()>& action) {
 
 knowledge::HardwareModel synthetic_model() {
     knowledge::HardwareModel model;
-    model.sustained_bytes_per_cycle = 1000.0;
-    model.dma_engine_bytes_per_cycle = 100.0;
-    model.dma_startup_cycles = 500.0;
-    model.pass_issue_cycles = 600.0;
-    model.clusters = 1.0;
+    model.set("sustained_bytes_per_cycle", 1000.0);
+    model.set("dma_engine_bytes_per_cycle", 100.0);
+    model.set("dma_startup_cycles", 500.0);
+    model.set("pass_issue_cycles", 600.0);
+    model.set("clusters", 1.0);
+    model.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     return model;
 }
 
@@ -345,10 +348,10 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     auto analyst = search::make_analyst();
     auto proposals = analyst->propose(context);
     REQUIRE_FALSE(proposals.empty());
-    CHECK(model.terms(proposals.front().design.quantities).dma_startup < attribution.terms.dma_startup);
+    CHECK(model.terms(proposals.front().design.quantities).value("dma_startup") < attribution.terms.value("dma_startup"));
     CHECK(proposals.front().reason.find("shrink dma_startup") != std::string::npos);
     for (const auto& proposal : proposals) {
-        bool shrinks = model.terms(proposal.design.quantities).dma_startup < attribution.terms.dma_startup;
+        bool shrinks = model.terms(proposal.design.quantities).value("dma_startup") < attribution.terms.value("dma_startup");
         bool invisible = proposal.design.quantities == context.champion->quantities;
         CHECK((shrinks || invisible));
     }
@@ -364,7 +367,7 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     int shrinking = 0;
     for (const auto& proposal : mixed) {
         if (proposal.design.quantities == context.champion->quantities) continue;
-        CHECK(model.terms(proposal.design.quantities).dma_startup < unexplained.terms.dma_startup);
+        CHECK(model.terms(proposal.design.quantities).value("dma_startup") < unexplained.terms.value("dma_startup"));
         CHECK(proposal.reason.find("shrink dma_startup") != std::string::npos);
         ++shrinking;
     }
