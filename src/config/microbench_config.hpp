@@ -27,7 +27,7 @@ struct SweepAxis {
 struct ProbeSpec {
     std::string name;
     std::filesystem::path file;      ///< the template, resolved against the suite's directory
-    std::string measures;            ///< measurement kind the hardware model fits (e.g. dma_single_engine)
+    std::string measures;            ///< measurement kind; the `model:` entries select points by it
     std::string description;
     std::string kernel;              ///< kernel entry the template provides (${kernel})
     ProbeParams params;              ///< fixed parameters

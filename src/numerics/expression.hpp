@@ -1,7 +1,7 @@
 #pragma once
 // A compiled arithmetic expression over named variables (muparser syntax: + - * / ^, ?:,
 // comparisons, min, max, ceil, floor, abs, sqrt, ...). Names are letters, digits, `_` and `.`,
-// so that data can name a family of variables (`hw.dma_startup_cycles`). muparser stays inside
+// so that data can name a family of variables (`hw.NAME`, `hw.NAME.upper`). muparser stays inside
 // expression.cpp. An Expression is not safe to evaluate from two threads at once.
 
 #include <functional>
