@@ -77,11 +77,9 @@ std::optional<Fit> fit_relative(const std::vector<std::vector<double>>& rows, co
     return fit;
 }
 
-std::optional<PointStatus> status_named(const std::string& name) { return parse_point_status(name); }
-
 bool status_in(PointStatus status, const std::vector<std::string>& names) {
     for (const auto& name : names) {
-        if (status_named(name) == status) return true;
+        if (parse_point_status(name) == status) return true;
     }
     return false;
 }

@@ -238,3 +238,51 @@ TEST_CASE("microbench runner: an unknown probe name is invalid input") {
     CHECK_THROWS_AS(knowledge::run_microbench_suite(fake_target("ok"), fake_suite(dir, false, 10), options),
                     Error);
 }
+
+TEST_CASE("microbench suite: model entries parse / their errors name file, line and key") {
+    ScratchDir dir;
+    dir.write("dma.rs", k_template);
+    const std::string model = std::string(k_suite) + R"(model:
+  - form: linear
+    measures: dma_single_engine
+    response: cycles
+    terms: ["1", bytes]
+    params:
+      - {name: startup, unit: cycles, coefficient: 0}
+      - {name: rate, unit: bytes/cycle, coefficient: 1, transform: reciprocal}
+)";
+    auto suite = config::load_microbench_suite(dir.write("suite.yaml", model));
+    REQUIRE(suite.model.size() == 1);
+    CHECK(suite.model[0].form == config::ModelForm::linear);
+    CHECK(suite.model[0].terms.size() == 2);
+    CHECK(suite.model[0].params[1].reciprocal);
+    CHECK(config::declared_param_names(suite.model) == std::vector<std::string>{"startup", "rate"});
+    SUBCASE("an unknown form") {
+        std::string text = model;
+        text.replace(text.find("form: linear"), 12, "form: cubic");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("suite.yaml:13:") != std::string::npos);
+        CHECK(message.find("model[0].form") != std::string::npos);
+    }
+    SUBCASE("a coefficient the terms do not have") {
+        std::string text = model;
+        text.replace(text.find("coefficient: 1"), 14, "coefficient: 2");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("suite.yaml:19:") != std::string::npos);
+        CHECK(message.find("model[0].params[1].coefficient") != std::string::npos);
+    }
+    SUBCASE("a key of another form") {
+        std::string text = model;
+        text.replace(text.find("    response: cycles"), 0, "    knee: 0.5\n");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("model[0].knee") != std::string::npos);
+        CHECK(message.find("not a key of a linear entry") != std::string::npos);
+    }
+    SUBCASE("a parameter declared twice") {
+        std::string text = model;
+        text.replace(text.find("name: rate"), 10, "name: startup");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("model[0].params[1].name") != std::string::npos);
+        CHECK(message.find("declared twice") != std::string::npos);
+    }
+}

@@ -644,3 +644,14 @@ TEST_CASE("cost model: npu-sim's declared terms give the predictions of the form
         CHECK(model.terms(q).combined() == largest + 0.1 * (total - largest));
     }
 }
+
+TEST_CASE("cost model: a term reading an undeclared quantity is an error naming file, line and key") {
+    ScratchDir dir;
+    write_text(dir.path / "cost_model.yaml", "version: 1\nquantities: {bytes: 0}\nterms:\n  stream: {expression: \"bytes / hw.rate + loads\"}\n");
+    knowledge::HardwareModel hw;
+    hw.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(dir.path / "cost_model.yaml"));
+    auto message = error_of([&] { search::CostModel model(hw); });
+    CHECK(message.find("cost_model.yaml:4:") != std::string::npos);
+    CHECK(message.find("terms.stream.expression") != std::string::npos);
+    CHECK(message.find("'loads'") != std::string::npos);
+}
