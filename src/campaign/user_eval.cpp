@@ -192,7 +192,7 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
     // ---- the cascade, as a campaign runs it, but with every correct candidate raced -------------
     const std::string version = workspace.toolchain_version();
     std::optional<knowledge::HardwareModel> model;
-    if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target.name, version);
+    if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
     store::KnowledgeStore knowledge_store(workspace.store->database());
     knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);
     eval::CascadeConfig config;

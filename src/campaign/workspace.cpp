@@ -9,7 +9,6 @@
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
 #include "eval/cascade.hpp"
-#include "eval/knowledge_adapter.hpp"
 #include "eval/speed_of_light.hpp"
 #include "knowledge/knowledge_base.hpp"
 #include "knowledge/microbench.hpp"
@@ -20,14 +19,6 @@
 namespace npuopt::campaign {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-/// The probes a short build runs: DMA, HBM saturation and the tensor unit (what the speed-of-light
-/// bound and the cost model need); the rest of the suite refines penalties.
-const std::vector<std::string> k_quick_probes = {"dma_engine", "hbm_saturation", "pass_issue"};
-
-}  // namespace
 
 fs::path resolve_cache_dir(const std::string& setting, const fs::path& campaign_dir) {
     if (setting.empty()) return campaign_dir / "toolchain-cache";
@@ -102,7 +93,7 @@ std::string Workspace::toolchain_version(std::string* why) const {
 std::optional<knowledge::HardwareModel> Workspace::hardware_model() {
     std::string version = toolchain_version();
     if (version.empty()) return std::nullopt;
-    return knowledge::load_hardware_model(*store, target.name, version);
+    return knowledge::load_hardware_model(*store, target, version);
 }
 
 std::vector<campaign::KernelSetup> Workspace::kernel_setups() const {
@@ -129,14 +120,17 @@ knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOpti
             return;
         }
         auto suite = config::load_microbench_suite(suite_file);
-        auto stats = eval::knowledge_statistics();
         knowledge::MicrobenchOptions run_options;
         run_options.parallel = options.parallel;
         run_options.sandbox = workspace.sandbox;
         run_options.limits = workspace.limits;
         run_options.seed = workspace.campaign.seed;
         run_options.work_dir = workspace.dir / "microbench";
-        if (options.quick) run_options.only_probes = k_quick_probes;
+        if (options.quick) {  // the probes the suite marks quick (what the bound and the cost model need)
+            for (const auto& probe : suite.probes) {
+                if (probe.quick) run_options.only_probes.push_back(probe.name);
+            }
+        }
         if (options.on_progress) {
             run_options.on_point = [&](const knowledge::MicrobenchPoint& point) {
                 options.on_progress(fmt::format("  probe {:<16} {:<9} {}", point.probe,
@@ -156,8 +150,8 @@ knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOpti
         }
         fs::create_directories(workspace.cache_dir);
         run_options.sandbox.writable_paths.push_back(workspace.cache_dir);
-        auto run = knowledge::run_microbench_suite(target, suite, stats, run_options);
-        auto model = knowledge::fit_hardware_model(run, target, stats);
+        auto run = knowledge::run_microbench_suite(target, suite, run_options);
+        auto model = knowledge::fit_hardware_model(run, target, suite);
         if (model.toolchain_version.empty()) model.toolchain_version = version;
         knowledge::record_hardware_model(*workspace.store, model, run);
         if (options.on_progress) {
@@ -171,7 +165,7 @@ knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOpti
 campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides) {
     std::string version = workspace.toolchain_version();
     std::optional<knowledge::HardwareModel> model;
-    if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target.name, version);
+    if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
 
     store::KnowledgeStore knowledge_store(workspace.store->database());
     knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);

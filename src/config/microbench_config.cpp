@@ -87,7 +87,7 @@ ProbeSpec parse_probe(const Fields& suite, const YAML::Node& node, const std::st
     const auto& file = suite.file();
     Fields fields(file, node, path,
                   {"name", "file", "measures", "description", "kernel", "params", "sweep", "repeats", "retries",
-                   "timeout_secs", "monotone_failure"});
+                   "timeout_secs", "monotone_failure", "quick"});
     ProbeSpec probe = defaults;
     probe.name = param_name(file, fields.required("name", "a probe name"), fields.key_path("name"));
     std::string template_name = fields.string("file");
@@ -103,6 +103,7 @@ ProbeSpec parse_probe(const Fields& suite, const YAML::Node& node, const std::st
     probe.timeout_secs = fields.number_or("timeout_secs", defaults.timeout_secs);
     if (!(probe.timeout_secs > 0)) fields.fail_at("timeout_secs", "expected a positive number of seconds");
     probe.monotone_failure = fields.boolean_or("monotone_failure", false);
+    probe.quick = fields.boolean_or("quick", false);
 
     std::set<std::string> names;
     if (fields.has("params")) {
@@ -172,7 +173,7 @@ std::vector<std::string> template_placeholders(const std::string& text) {
 
 MicrobenchSuite load_microbench_suite(const std::filesystem::path& suite_yaml) {
     YAML::Node root = detail::load_yaml_file(suite_yaml);
-    Fields fields(suite_yaml, root, "", {"version", "kernel", "shape", "repeats", "retries", "timeout_secs", "probes"});
+    Fields fields(suite_yaml, root, "", {"version", "kernel", "shape", "repeats", "retries", "timeout_secs", "probes", "model"});
     if (fields.integer("version") != 1) fields.fail_at("version", "expected 1 (the only suite format so far)");
     MicrobenchSuite suite;
     suite.file = suite_yaml;
@@ -207,6 +208,7 @@ MicrobenchSuite load_microbench_suite(const std::filesystem::path& suite_yaml) {
         }
         suite.probes.push_back(std::move(probe));
     }
+    suite.model = parse_model_section(fields);
     return suite;
 }
 

@@ -1,13 +1,16 @@
 #pragma once
 // Typed contents of a target's microbenchmark suite, microbench/<target>/suite.yaml: probe kernel
 // templates with ${name} placeholders and the parameter sweeps to run them over.
-// Parsed and validated here; run by knowledge/microbench.hpp, fitted by knowledge/hardware_model.hpp.
+// Parsed and validated here; run by knowledge/microbench.hpp, fitted by knowledge/hardware_model.hpp
+// from the `model:` section (config/hardware_model_config.hpp).
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "config/hardware_model_config.hpp"
 
 namespace npuopt::config {
 
@@ -24,7 +27,7 @@ struct SweepAxis {
 struct ProbeSpec {
     std::string name;
     std::filesystem::path file;      ///< the template, resolved against the suite's directory
-    std::string measures;            ///< measurement kind the hardware model fits (e.g. dma_single_engine)
+    std::string measures;            ///< measurement kind; the `model:` entries select points by it
     std::string description;
     std::string kernel;              ///< kernel entry the template provides (${kernel})
     ProbeParams params;              ///< fixed parameters
@@ -33,6 +36,7 @@ struct ProbeSpec {
     int retries = 3;                 ///< retries of a transient failure
     double timeout_secs = 60.0;      ///< wall-clock limit of one launch (compile included)
     bool monotone_failure = false;   ///< points run in order; after a failure the rest are skipped
+    bool quick = false;              ///< part of a quick build (what the speed-of-light bound and the cost model need)
 };
 
 /// microbench/<target>/suite.yaml
@@ -41,6 +45,7 @@ struct MicrobenchSuite {
     std::string kernel;                          ///< default kernel entry of the probes
     std::map<std::string, std::int64_t> shape;   ///< the --shape every probe runs with
     std::vector<ProbeSpec> probes;
+    std::vector<ModelEntrySpec> model;          ///< `model:`: the hardware parameters and how they are fitted
 };
 
 /// Parse and validate suite.yaml: every template exists and each of its ${placeholders} is a

@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "config/cost_model_config.hpp"
 
 namespace npuopt::config {
 
@@ -59,6 +62,9 @@ struct TargetConfig {
     std::filesystem::path microbench_dir;  ///< resolved against dir (may not exist yet)
     std::filesystem::path templates_dir;   ///< resolved against dir
     std::filesystem::path kernels_file;    ///< resolved against dir
+    /// `cost_model:` (default cost_model.yaml beside target.yaml when it exists): the roofline
+    /// terms and speed-of-light bound the target declares; null when it declares none.
+    std::shared_ptr<const CostModelSpec> cost_model;
 };
 
 /// A tensor of a kernel, for byte accounting (speed-of-light) and documentation.

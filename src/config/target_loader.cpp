@@ -202,7 +202,8 @@ std::optional<std::string> expand_variables(std::string_view text, std::string* 
 TargetConfig load_target_config(const std::filesystem::path& target_yaml) {
     YAML::Node root = detail::load_yaml_file(target_yaml);
     Fields target(target_yaml, root, "",
-                  {"name", "description", "toolchain", "run_check", "facts", "docs", "microbench", "templates", "kernels"});
+                  {"name", "description", "toolchain", "run_check", "facts", "docs", "microbench", "templates", "kernels",
+                   "cost_model"});
     TargetConfig config;
     config.dir = std::filesystem::absolute(target_yaml).parent_path().lexically_normal();
     config.name = target.string("name");
@@ -245,6 +246,15 @@ TargetConfig load_target_config(const std::filesystem::path& target_yaml) {
     config.microbench_dir = resolve_against(config.dir, path_string(target, "microbench"));
     config.templates_dir = resolve_against(config.dir, path_string(target, "templates"));
     config.kernels_file = resolve_against(config.dir, path_string(target, "kernels"));
+    if (target.has("cost_model")) {
+        const auto file = resolve_against(config.dir, path_string(target, "cost_model"));
+        if (!std::filesystem::is_regular_file(file)) {
+            target.fail_at("cost_model", fmt::format("{} not found", file.string()));
+        }
+        config.cost_model = std::make_shared<CostModelSpec>(load_cost_model_config(file));
+    } else if (std::filesystem::is_regular_file(config.dir / "cost_model.yaml")) {
+        config.cost_model = std::make_shared<CostModelSpec>(load_cost_model_config(config.dir / "cost_model.yaml"));
+    }
     return config;
 }
 

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
+#include "numerics/expression.hpp"
 
 namespace npuopt::eval {
 
@@ -54,26 +56,48 @@ SpeedOfLight speed_of_light(const knowledge::HardwareModel* model, double min_by
         bound.basis = "no hardware model";
         return bound;
     }
-    double bandwidth = model->sustained_bytes_per_cycle;
-    if (const auto* param = model->param("sustained_bytes_per_cycle")) {
-        bandwidth = std::max({bandwidth, param->value, param->ci95_upper});
+    if (!model->cost_model || model->cost_model->speed_of_light.empty()) {
+        bound.basis = "the target declares no speed-of-light bound";
+        return bound;
     }
-    if (bandwidth > 0.0 && min_bytes > 0.0) {
-        bound.bytes_per_cycle = bandwidth;
-        bound.memory_cycles = min_bytes / bandwidth;
+    auto lookup = [&](const std::string& name) -> std::optional<double> {
+        if (name == "min_bytes") return min_bytes;
+        if (name == "min_macs") return min_macs;
+        return model->variable(name);
+    };
+    const config::BoundSpec* dominant = nullptr;
+    for (const auto& part : model->cost_model->speed_of_light) {
+        const numerics::Expression expression({part.expression.text, part.expression.location, part.expression.key});
+        double cycles = expression.evaluate(lookup);
+        if (!std::isfinite(cycles) || cycles < 0.0) cycles = 0.0;
+        bound.parts[part.name] = cycles;
+        if (cycles > bound.cycles) {
+            bound.cycles = cycles;
+            dominant = &part;
+        }
     }
-    if (const auto* macs = model->param("chip_macs_per_cycle"); macs && min_macs > 0.0) {
-        const double rate = std::max(macs->value, macs->ci95_upper);
-        if (rate > 0.0) bound.compute_cycles = min_macs / rate;
+    if (!dominant) {
+        bound.basis = "the hardware model lacks the parameters of every declared bound";
+        return bound;
     }
-    bound.cycles = std::max(bound.memory_cycles, bound.compute_cycles);
-    if (bound.cycles <= 0.0) {
-        bound.basis = "the hardware model has no sustained bandwidth";
-    } else if (bound.memory_cycles >= bound.compute_cycles) {
-        bound.basis = fmt::format("{:.0f} bytes / {:.1f} bytes/cycle sustained", min_bytes, bandwidth);
-    } else {
-        bound.basis = fmt::format("{:.0f} MACs / chip MAC rate", min_macs);
+    bound.dominant = dominant->name;
+    // The basis in words: each {variable} replaced by its value.
+    const std::string& text = dominant->basis;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        const auto open = text.find('{', pos);
+        const auto close = open == std::string::npos ? std::string::npos : text.find('}', open);
+        if (close == std::string::npos) break;
+        bound.basis.append(text, pos, open - pos);
+        const auto value = lookup(text.substr(open + 1, close - open - 1));
+        if (value) {
+            bound.basis += *value == std::floor(*value) ? fmt::format("{:.0f}", *value) : fmt::format("{:.1f}", *value);
+        } else {
+            bound.basis += text.substr(open, close - open + 1);
+        }
+        pos = close + 1;
     }
+    bound.basis.append(text, pos, std::string::npos);
     return bound;
 }
 

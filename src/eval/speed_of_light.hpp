@@ -3,7 +3,8 @@
 // check that rejects a timing below it. A number that cannot be true is an error (DESIGN.md):
 // a candidate faster than the bound is recorded as suspect and never accepted.
 //
-//   bound = max(min_bytes_moved / sustained bandwidth,  min_macs / chip MACs per cycle)
+//   bound = max over the target's declared parts (knowledge/<target>/cost_model.yaml,
+//           `speed_of_light:`), each an expression over min_bytes, min_macs and hw.*
 //   suspect when measured < tolerance x bound
 
 #include <cstdint>
@@ -27,17 +28,15 @@ double kernel_min_bytes(const config::KernelSpec& kernel, const std::map<std::st
 
 /// The bound and where it comes from.
 struct SpeedOfLight {
-    double cycles = 0.0;          ///< max of the parts; 0 when nothing is known
-    double memory_cycles = 0.0;   ///< bytes / sustained bandwidth
-    double compute_cycles = 0.0;  ///< macs / chip MAC rate (0 without one)
-    double bytes_per_cycle = 0.0; ///< the bandwidth used (the upper end of its 95% interval)
-    std::string basis;            ///< in words, for reasons
+    double cycles = 0.0;                  ///< max of the parts; 0 when nothing is known
+    std::map<std::string, double> parts;  ///< cycles of each declared part (0: unknown)
+    std::string dominant;                 ///< the part that sets the bound ("" when none)
+    std::string basis;                    ///< in words, for reasons
 };
 
-/// The bound for `min_bytes` (and `min_macs` when > 0) from the fitted model. The bandwidth is
-/// the upper end of the sustained bandwidth's 95% interval, so an imprecise fit loosens the
-/// bound rather than rejecting an honest design. The compute part needs the model's
-/// `chip_macs_per_cycle` parameter. Zero cycles when the model knows no bandwidth.
+/// The bound for `min_bytes` (and `min_macs` when > 0) from the fitted model and the target's
+/// declared speed-of-light parts. A part that is not finite or not positive (a parameter the
+/// model lacks) is unknown, 0. Zero cycles without a model or a declaration.
 SpeedOfLight speed_of_light(const knowledge::HardwareModel* model, double min_bytes, double min_macs = 0.0);
 
 /// Default share of the bound below which a timing is impossible (noise and fit slack).

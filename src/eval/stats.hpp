@@ -1,16 +1,18 @@
 #pragma once
 // Descriptive and inferential statistics used by the judge and the hardware model: robust
-// summaries, the t / normal / binomial distributions, rank statistics, a seeded bootstrap and a
-// least-squares fit. Plain functions over spans; empty or malformed input throws
+// summaries, the t / normal / binomial distributions, rank statistics and a seeded bootstrap.
+// Median, MAD, quantiles, the normal and t distributions and least squares are numerics/'s,
+// re-exported here. Plain functions over spans; empty or malformed input throws
 // npuopt::Error(invalid_input) naming the function and what it expected.
-
-#include <Eigen/Dense>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
+
+#include "numerics/least_squares.hpp"
+#include "numerics/robust.hpp"
 
 namespace npuopt::eval {
 
@@ -22,6 +24,10 @@ struct Interval {
 
 // ---- summaries ------------------------------------------------------------------------------
 
+using numerics::mad;
+using numerics::median;
+using numerics::quantile;
+
 /// Arithmetic mean.
 double mean(std::span<const double> values);
 /// Sample variance (divisor n - 1); needs at least two values.
@@ -30,12 +36,6 @@ double variance(std::span<const double> values);
 double standard_deviation(std::span<const double> values);
 /// Standard error of the mean: s / sqrt(n).
 double standard_error(std::span<const double> values);
-/// Median (mean of the two middle values for even n).
-double median(std::span<const double> values);
-/// Quantile with linear interpolation between order statistics (Hyndman-Fan type 7, R's default).
-double quantile(std::span<const double> values, double prob);
-/// Median absolute deviation from the median, unscaled.
-double mad(std::span<const double> values);
 /// MAD scaled by 1.482602218505602 so it estimates sigma for normal data.
 double mad_sigma(std::span<const double> values);
 /// Mean after dropping floor(trim_fraction * n) values from each end; trim_fraction in [0, 0.5).
@@ -43,16 +43,12 @@ double trimmed_mean(std::span<const double> values, double trim_fraction);
 
 // ---- distributions ----------------------------------------------------------------------------
 
-/// Regularized incomplete beta I_x(a, b) (continued fraction, modified Lentz).
-double regularized_incomplete_beta(double a, double b, double x);
-/// Standard normal CDF.
-double normal_cdf(double z);
-/// Standard normal quantile (Acklam's rational approximation, polished by Halley steps).
-double normal_quantile(double prob);
-/// Student t CDF with `dof` degrees of freedom (dof > 0, need not be an integer).
-double student_t_cdf(double t, double dof);
-/// Student t quantile (safeguarded Newton on the CDF).
-double student_t_quantile(double prob, double dof);
+using numerics::normal_cdf;
+using numerics::normal_quantile;
+using numerics::regularized_incomplete_beta;
+using numerics::student_t_cdf;
+using numerics::student_t_quantile;
+
 /// P(X <= successes) for X ~ Binomial(trials, prob), summed exactly in log space.
 double binomial_cdf(std::size_t successes, std::size_t trials, double prob);
 
@@ -102,18 +98,8 @@ Interval bootstrap_interval_median(std::span<const double> values, const Bootstr
 
 // ---- least squares ----------------------------------------------------------------------------
 
-/// An ordinary least-squares fit y ≈ X b with its uncertainty.
-struct LinearFit {
-    Eigen::VectorXd coefficients;
-    Eigen::VectorXd standard_errors;
-    std::vector<Interval> coefficient_ci95;  ///< b ± t(0.975, dof) · se
-    double r_squared = 0.0;                  ///< 1 - SSR / SST with SST about the mean of y
-    double residual_sigma = 0.0;             ///< sqrt(SSR / dof)
-    std::size_t dof = 0;                     ///< rows - columns
-};
-
-/// Fit y ≈ X b by column-pivoted QR; standard errors from sigma^2 (X^T X)^-1 (LDLT).
-/// Needs more rows than columns and X of full column rank. Add a column of ones for an intercept.
-LinearFit fit_linear(const Eigen::MatrixXd& design, const Eigen::VectorXd& response);
+using numerics::fit_linear;
+using numerics::LinearFit;
+using numerics::Matrix;
 
 }  // namespace npuopt::eval

@@ -4,54 +4,27 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "numerics/expression.hpp"
+#include "numerics/least_squares.hpp"
 
 namespace npuopt::knowledge {
 namespace {
 
 constexpr double k_infinity = std::numeric_limits<double>::infinity();
+constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 
-/// The model's plain fields by parameter name (one table for fitting, JSON and the store).
-struct FieldInfo {
-    std::string_view name;
-    double HardwareModel::*field;
-    std::string_view unit;
-};
-constexpr FieldInfo k_fields[] = {
-    {"dma_startup_cycles", &HardwareModel::dma_startup_cycles, "cycles"},
-    {"dma_engine_bytes_per_cycle", &HardwareModel::dma_engine_bytes_per_cycle, "bytes/cycle"},
-    {"dma_packet_overhead_cycles", &HardwareModel::dma_packet_overhead_cycles, "cycles"},
-    {"dma_max_packet_bytes", &HardwareModel::dma_max_packet_bytes, "bytes"},
-    {"dma_effective_bytes_per_cycle", &HardwareModel::dma_effective_bytes_per_cycle, "bytes/cycle"},
-    {"sustained_bytes_per_cycle", &HardwareModel::sustained_bytes_per_cycle, "bytes/cycle"},
-    {"engines_per_cluster", &HardwareModel::engines_per_cluster, "count"},
-    {"clusters", &HardwareModel::clusters, "count"},
-    {"pass_issue_cycles", &HardwareModel::pass_issue_cycles, "cycles"},
-    {"tensor_macs_per_cycle", &HardwareModel::tensor_macs_per_cycle, "MACs/cycle"},
-    {"chip_macs_per_cycle", &HardwareModel::chip_macs_per_cycle, "MACs/cycle"},
-    {"vector_op_cycles", &HardwareModel::vector_op_cycles, "cycles"},
-    {"vector_elems_per_cycle", &HardwareModel::vector_elems_per_cycle, "elements/cycle"},
-    {"switch_startup_cycles", &HardwareModel::switch_startup_cycles, "cycles"},
-    {"switch_bytes_per_cycle", &HardwareModel::switch_bytes_per_cycle, "bytes/cycle"},
-    {"unaligned_write_penalty", &HardwareModel::unaligned_write_penalty, "ratio"},
-    {"bank_conflict_penalty", &HardwareModel::bank_conflict_penalty, "ratio"},
-    {"bank_safe_run", &HardwareModel::bank_safe_run, "accesses"},
-    {"bank_hang_run", &HardwareModel::bank_hang_run, "accesses"},
-};
-
-const FieldInfo* field_info(std::string_view name) {
-    for (const auto& info : k_fields) {
-        if (info.name == name) return &info;
-    }
-    return nullptr;
+numerics::Expression compile(const config::ExpressionText& text) {
+    return numerics::Expression({text.text, text.location, text.key});
 }
 
-/// A fitted straight line (or plane): coefficients with intervals, R² on the cycle scale.
+/// A fitted straight line (or plane): coefficients with intervals, R² on the response's scale.
 struct Fit {
-    LinearFitSummary summary;
+    numerics::LinearFit summary;
     double r_squared = 0.0;
     std::size_t points = 0;
     double coefficient(std::size_t idx) const { return summary.coefficients.at(idx); }
@@ -65,26 +38,24 @@ struct Fit {
 
 /// Weighted least squares y ≈ X b with weights 1/y (the device's noise is multiplicative, so each
 /// point counts by its relative error). nullopt with `why` filled when it cannot be fitted.
-std::optional<Fit> fit_relative(const Statistics& stats, const std::vector<std::vector<double>>& rows,
-                                const std::vector<double>& response, std::string* why) {
+std::optional<Fit> fit_relative(const std::vector<std::vector<double>>& rows, const std::vector<double>& response,
+                                std::string* why) {
     const std::size_t columns = rows.empty() ? 0 : rows.front().size();
     if (rows.size() <= columns) {
         *why = fmt::format("{} usable points for {} unknowns", rows.size(), columns);
         return std::nullopt;
     }
-    Eigen::MatrixXd design(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(columns));
-    Eigen::VectorXd scaled(static_cast<Eigen::Index>(rows.size()));
+    numerics::Matrix design(rows.size(), columns);
+    std::vector<double> scaled(rows.size(), 1.0);
     for (std::size_t row_idx = 0; row_idx < rows.size(); ++row_idx) {
         const double weight = 1.0 / response[row_idx];
         for (std::size_t column_idx = 0; column_idx < columns; ++column_idx) {
-            design(static_cast<Eigen::Index>(row_idx), static_cast<Eigen::Index>(column_idx)) =
-                rows[row_idx][column_idx] * weight;
+            design(row_idx, column_idx) = rows[row_idx][column_idx] * weight;
         }
-        scaled(static_cast<Eigen::Index>(row_idx)) = 1.0;
     }
     Fit fit;
     try {
-        fit.summary = stats.fit_linear(design, scaled);
+        fit.summary = numerics::fit_linear(design, scaled);
     } catch (const Error& error) {
         *why = error.what();
         return std::nullopt;
@@ -106,308 +77,406 @@ std::optional<Fit> fit_relative(const Statistics& stats, const std::vector<std::
     return fit;
 }
 
-double param_of(const MicrobenchPoint& point, const std::string& name) {
-    auto found = point.params.find(name);
-    if (found == point.params.end()) {
-        throw Error(ErrorKind::invalid_config,
-                    fmt::format("probe '{}' (measures {}) has no parameter '{}', which the hardware model needs",
-                                point.probe, point.measures, name));
+bool status_in(PointStatus status, const std::vector<std::string>& names) {
+    for (const auto& name : names) {
+        if (parse_point_status(name) == status) return true;
     }
-    return static_cast<double>(found->second);
+    return false;
 }
 
-std::vector<const MicrobenchPoint*> ok_points(const MicrobenchRun& run, std::string_view measures) {
-    std::vector<const MicrobenchPoint*> selected;
-    for (const auto* point : run.points_measuring(measures)) {
-        if (point->status == PointStatus::ok && point->cycles_median > 0) selected.push_back(point);
-    }
-    return selected;
+std::string format_number(double value) {
+    if (std::isnan(value)) return "?";
+    if (!std::isfinite(value)) return value > 0 ? "inf" : "-inf";
+    if (value == std::floor(value) && std::abs(value) < 1e15) return fmt::format("{:.0f}", value);
+    return fmt::format("{:.4g}", value);
 }
 
-class ModelBuilder {
+/// A parameter of the model is needed by an expression but was not determined.
+struct Undetermined {
+    std::string name;
+};
+
+/// Fits the entries of a suite's `model:` section, in order, into a HardwareModel.
+class Fitter {
 public:
-    ModelBuilder(HardwareModel& model) : m_model(model) {}
+    Fitter(const MicrobenchRun& run, const config::TargetConfig& target, const config::MicrobenchSuite& suite,
+           HardwareModel& model)
+        : m_run(run), m_target(target), m_suite(suite), m_model(model) {
+        for (const auto& name : config::declared_param_names(suite.model)) m_declared.insert(name);
+    }
 
-    void add(std::string_view name, double value, double lower, double upper, std::optional<double> r_squared,
-             std::size_t points, std::string source, std::string method) {
-        const FieldInfo* info = field_info(name);
+    void fit_all() {
+        for (const auto& entry : m_suite.model) {
+            try {
+                switch (entry.form) {
+                    case config::ModelForm::fact: fit_facts(entry); break;
+                    case config::ModelForm::linear: fit_linear(entry); break;
+                    case config::ModelForm::penalty_ratio: fit_penalty_ratio(entry); break;
+                    case config::ModelForm::saturation: fit_saturation(entry); break;
+                    case config::ModelForm::threshold: fit_threshold(entry); break;
+                    case config::ModelForm::derived: fit_derived(entry); break;
+                }
+            } catch (const Undetermined& undetermined) {
+                for (const auto& param : entry.params) {
+                    if (!m_model.param(param.name)) {
+                        missing(param.name, fmt::format("needs {}, which was not determined", undetermined.name));
+                    }
+                }
+            }
+        }
+        for (const auto& point : m_run.points) {
+            if (point.status == PointStatus::failed && !m_claimed.contains(&point)) {
+                m_model.findings.push_back(fmt::format("probe {} failed at {}: {}", point.probe,
+                                                       nlohmann::json(point.params).dump(), point.message));
+            }
+        }
+    }
+
+private:
+    using Extras = std::map<std::string, double>;
+
+    /// A variable's value: `extras`, then the point's `cycles` and params, then the parameters
+    /// determined so far, then the target's facts.
+    std::optional<double> lookup(const std::string& name, const MicrobenchPoint* point, const Extras& extras) const {
+        if (auto found = extras.find(name); found != extras.end()) return found->second;
+        if (point) {
+            if (name == "cycles") return point->cycles_median;
+            if (auto found = point->params.find(name); found != point->params.end()) {
+                return static_cast<double>(found->second);
+            }
+        }
+        if (const auto* param = m_model.param(name)) return param->value;
+        if (m_declared.contains(name)) throw Undetermined{name};
+        if (auto found = m_target.facts.find(name); found != m_target.facts.end()) return found->second.value;
+        return std::nullopt;
+    }
+
+    double evaluate(const numerics::Expression& expression, const MicrobenchPoint* point, const Extras& extras = {}) const {
+        try {
+            return expression.evaluate([&](const std::string& name) { return lookup(name, point, extras); });
+        } catch (const Error& error) {
+            if (!point) throw;
+            throw Error(ErrorKind::invalid_config, fmt::format("{} (probe {} at {})", error.what(), point->probe,
+                                                               nlohmann::json(point->params).dump()));
+        }
+    }
+
+    /// `text` with each {name} replaced by that variable's value (unknown names stay as written).
+    std::string fill(const std::string& text, const Extras& extras) const {
+        std::string out;
+        std::size_t pos = 0;
+        while (pos < text.size()) {
+            const auto open = text.find('{', pos);
+            const auto close = open == std::string::npos ? std::string::npos : text.find('}', open);
+            if (close == std::string::npos) break;
+            out.append(text, pos, open - pos);
+            const std::string name = text.substr(open + 1, close - open - 1);
+            std::optional<double> value;
+            try {
+                value = lookup(name, nullptr, extras);
+            } catch (const Undetermined&) {
+            }
+            out += value ? format_number(*value) : text.substr(open, close - open + 1);
+            pos = close + 1;
+        }
+        out.append(text, pos, std::string::npos);
+        return out;
+    }
+
+    void add(const config::ModelParamSpec& spec, double value, double lower, double upper,
+             std::optional<double> r_squared, std::size_t points, const std::string& source, const Extras& extras) {
         HardwareParam param;
-        param.name = std::string(name);
-        param.unit = info ? std::string(info->unit) : "";
+        param.name = spec.name;
+        param.unit = spec.unit;
         param.value = value;
         param.ci95_lower = std::min(lower, upper);
         param.ci95_upper = std::max(lower, upper);
         param.r_squared = r_squared;
         param.points = points;
-        param.source = std::move(source);
-        param.method = std::move(method);
-        if (info) m_model.*(info->field) = value;
+        param.source = spec.source.empty() ? source : spec.source;
+        param.method = fill(spec.method, extras);
         m_model.params.push_back(std::move(param));
     }
-    /// A value whose reciprocal was fitted: 1/b with interval [1/upper, 1/lower].
-    void add_reciprocal(std::string_view name, const Fit& fit, std::size_t idx, std::string source, std::string method) {
-        const double value = 1.0 / fit.coefficient(idx);
-        const double lower = fit.upper(idx) > 0 ? 1.0 / fit.upper(idx) : 0.0;
-        const double upper = fit.lower(idx) > 0 ? 1.0 / fit.lower(idx) : k_infinity;
-        add(name, value, lower, upper, fit.r_squared, fit.points, std::move(source), std::move(method));
-    }
-    void add_coefficient(std::string_view name, const Fit& fit, std::size_t idx, std::string source, std::string method) {
-        add(name, fit.coefficient(idx), fit.lower(idx), fit.upper(idx), fit.r_squared, fit.points, std::move(source),
-            std::move(method));
-    }
-    void missing(std::string_view name, const std::string& why) {
+
+    void missing(const std::string& name, const std::string& why) {
         m_model.missing.push_back(fmt::format("{}: {}", name, why));
     }
+    void all_missing(const config::ModelEntrySpec& entry, const std::string& why) {
+        for (const auto& param : entry.params) missing(param.name, why);
+    }
 
-private:
+    std::vector<const MicrobenchPoint*> ok_points(const config::ModelEntrySpec& entry) const {
+        std::vector<const MicrobenchPoint*> selected;
+        for (const auto* point : m_run.points_measuring(entry.measures)) {
+            if (point->status == PointStatus::ok && point->cycles_median > 0) selected.push_back(point);
+        }
+        return selected;
+    }
+
+    std::vector<const MicrobenchPoint*> filtered(const std::vector<const MicrobenchPoint*>& points,
+                                                 const std::optional<config::ExpressionText>& where) const {
+        if (!where) return points;
+        const auto condition = compile(*where);
+        std::vector<const MicrobenchPoint*> kept;
+        for (const auto* point : points) {
+            if (evaluate(condition, point) != 0.0) kept.push_back(point);
+        }
+        return kept;
+    }
+
+    /// max_<param> and min_<param> over `points`.
+    static Extras aggregates(const std::vector<const MicrobenchPoint*>& points) {
+        Extras extras;
+        for (const auto* point : points) {
+            for (const auto& [name, raw] : point->params) {
+                const double value = static_cast<double>(raw);
+                auto [max_it, max_new] = extras.emplace("max_" + name, value);
+                if (!max_new) max_it->second = std::max(max_it->second, value);
+                auto [min_it, min_new] = extras.emplace("min_" + name, value);
+                if (!min_new) min_it->second = std::min(min_it->second, value);
+            }
+        }
+        return extras;
+    }
+
+    std::optional<Fit> fit_points(const config::ModelEntrySpec& entry, const std::vector<const MicrobenchPoint*>& points,
+                                  std::string* why) const {
+        const auto response = compile(*entry.response);
+        std::vector<numerics::Expression> terms;
+        for (const auto& term : entry.terms) terms.push_back(compile(term));
+        std::vector<std::vector<double>> rows;
+        std::vector<double> values;
+        for (const auto* point : points) {
+            std::vector<double> row;
+            for (const auto& term : terms) row.push_back(evaluate(term, point));
+            rows.push_back(std::move(row));
+            values.push_back(evaluate(response, point));
+        }
+        return fit_relative(rows, values, why);
+    }
+
+    static std::string probe_name(const std::vector<const MicrobenchPoint*>& points) {
+        return points.empty() ? std::string() : points.front()->probe;
+    }
+
+    std::string no_measurements(const config::ModelEntrySpec& entry) const {
+        return fmt::format("no {} measurements", entry.measures);
+    }
+
+    void fit_facts(const config::ModelEntrySpec& entry) {
+        for (const auto& param : entry.params) {
+            auto found = m_target.facts.find(param.fact);
+            if (found == m_target.facts.end() || !(found->second.value > 0)) {
+                missing(param.name, fmt::format("no positive fact '{}' in target.yaml", param.fact));
+                continue;
+            }
+            const double value = found->second.value;
+            add(param, value, value, value, std::nullopt, 0, "fact", {});
+        }
+    }
+
+    void fit_linear(const config::ModelEntrySpec& entry) {
+        const auto points = filtered(ok_points(entry), entry.where);
+        std::string why;
+        auto fit = fit_points(entry, points, &why);
+        if (!fit) {
+            all_missing(entry, points.empty() ? no_measurements(entry) : why);
+            return;
+        }
+        const std::string source = probe_name(points);
+        const Extras extras = aggregates(points);
+        for (const auto& param : entry.params) {
+            if (param.coefficient) {
+                const std::size_t idx = *param.coefficient;
+                if (param.reciprocal) {
+                    const double value = 1.0 / fit->coefficient(idx);
+                    const double lower = fit->upper(idx) > 0 ? 1.0 / fit->upper(idx) : 0.0;
+                    const double upper = fit->lower(idx) > 0 ? 1.0 / fit->lower(idx) : k_infinity;
+                    add(param, value, lower, upper, fit->r_squared, fit->points, source, extras);
+                } else {
+                    add(param, fit->coefficient(idx), fit->lower(idx), fit->upper(idx), fit->r_squared, fit->points,
+                        source, extras);
+                }
+            } else if (!param.sum.empty()) {
+                // Σ coefficient / divisor, its half-widths combined in quadrature.
+                double total = 0.0;
+                double spread = 0.0;
+                bool first = true;
+                for (const auto& share : param.sum) {
+                    const double divisor = share.divided_by ? evaluate(compile(*share.divided_by), nullptr, extras) : 1.0;
+                    total += fit->coefficient(share.coefficient) / divisor;
+                    const double half = fit->relative_half_width(share.coefficient) * fit->coefficient(share.coefficient) / divisor;
+                    spread = first ? half : std::hypot(spread, half);
+                    first = false;
+                }
+                const double relative = param.sum.size() == 1 ? std::abs(spread) / total : spread / total;
+                if (param.reciprocal) {
+                    add(param, 1.0 / total, 1.0 / (total * (1 + relative)),
+                        relative < 1 ? 1.0 / (total * (1 - relative)) : k_infinity, fit->r_squared, fit->points, source,
+                        extras);
+                } else {
+                    add(param, total, total * (1 - relative), total * (1 + relative), fit->r_squared, fit->points,
+                        source, extras);
+                }
+            } else if (param.ratio) {
+                const auto [numerator, denominator] = *param.ratio;
+                const double ratio = fit->coefficient(numerator) / fit->coefficient(denominator);
+                const double relative = std::hypot(fit->relative_half_width(denominator), fit->relative_half_width(numerator));
+                add(param, param.plus + ratio, param.plus + ratio * (1 - relative), param.plus + ratio * (1 + relative),
+                    fit->r_squared, fit->points, source, extras);
+            }
+        }
+    }
+
+    void fit_penalty_ratio(const config::ModelEntrySpec& entry) {
+        const auto points = ok_points(entry);
+        const auto base_points = filtered(points, entry.base);
+        const auto variant_points = filtered(points, entry.variant);
+        std::string why;
+        auto base = fit_points(entry, base_points, &why);
+        auto variant = fit_points(entry, variant_points, &why);
+        if (!base || !variant) {
+            all_missing(entry, points.empty() ? no_measurements(entry) : why);
+            return;
+        }
+        for (const auto& param : entry.params) {
+            const std::size_t idx = *param.coefficient;
+            const double ratio = variant->coefficient(idx) / base->coefficient(idx);
+            const double relative = std::hypot(variant->relative_half_width(idx), base->relative_half_width(idx));
+            add(param, ratio, ratio * (1 - relative), ratio * (1 + relative), std::min(base->r_squared, variant->r_squared),
+                base->points + variant->points, probe_name(points), aggregates(points));
+        }
+    }
+
+    void fit_saturation(const config::ModelEntrySpec& entry) {
+        const auto points = ok_points(entry);
+        const auto& param = entry.params.front();
+        if (points.empty()) {
+            missing(param.name, no_measurements(entry));
+            return;
+        }
+        const auto count = compile(*entry.count);
+        const auto rate = compile(*entry.rate);
+        std::vector<std::pair<double, double>> throughput;  // (count, rate)
+        for (const auto* point : points) {
+            const double value = evaluate(rate, point);
+            if (std::isfinite(value) && value > 0) throughput.emplace_back(evaluate(count, point), value);
+        }
+        std::sort(throughput.begin(), throughput.end());
+        if (throughput.empty()) {
+            missing(param.name, fmt::format("no usable {} point", entry.measures));
+            return;
+        }
+        const double per_unit = throughput.front().second / throughput.front().first;
+        std::vector<double> saturated;
+        for (const auto& [units, value] : throughput) {
+            if (value < entry.knee * units * per_unit) saturated.push_back(value);
+        }
+        if (saturated.empty()) {
+            missing(param.name, fmt::format("{} did not saturate up to a count of {}; at least {:.1f}", entry.measures,
+                                            format_number(throughput.back().first), throughput.back().second));
+            return;
+        }
+        double value = 0.0, lower = 0.0, upper = 0.0;
+        if (saturated.size() >= 2) {
+            auto fit = numerics::fit_linear(numerics::Matrix(saturated.size(), 1, 1.0), saturated);
+            value = fit.coefficients[0];
+            lower = fit.coefficient_ci95[0].first;
+            upper = fit.coefficient_ci95[0].second;
+        } else {
+            value = lower = upper = saturated.front();
+        }
+        add(param, value, lower, upper, std::nullopt, saturated.size(), probe_name(points),
+            {{"saturated", static_cast<double>(saturated.size())}, {"per_unit", per_unit}});
+    }
+
+    void fit_threshold(const config::ModelEntrySpec& entry) {
+        const auto all = m_run.points_measuring(entry.measures);
+        if (all.empty()) {
+            all_missing(entry, no_measurements(entry));
+            return;
+        }
+        const auto value_of = compile(*entry.value);
+        double largest_pass = k_nan, smallest_fail = k_infinity;
+        bool passed = false;
+        for (const auto* point : all) {
+            if (status_in(point->status, entry.pass)) {
+                const double value = evaluate(value_of, point);
+                largest_pass = passed ? std::max(largest_pass, value) : value;
+                passed = true;
+            }
+            if (status_in(point->status, entry.fail)) {
+                smallest_fail = std::min(smallest_fail, evaluate(value_of, point));
+                m_claimed.insert(point);
+            }
+        }
+        const Extras extras = {{"largest_pass", largest_pass}, {"smallest_fail", smallest_fail}};
+        for (const auto& param : entry.params) {
+            const double value = evaluate(compile(*param.expression), nullptr, extras);
+            if (std::isfinite(value)) {
+                add(param, value, value, value, std::nullopt, all.size(), all.front()->probe, extras);
+            } else if (!passed) {
+                missing(param.name, fmt::format("no {} point passed", entry.measures));
+            }
+        }
+        const std::string& finding = std::isfinite(smallest_fail) ? entry.finding_if_fail : entry.finding_if_no_fail;
+        if (!finding.empty()) m_model.findings.push_back(fill(finding, extras));
+    }
+
+    void fit_derived(const config::ModelEntrySpec& entry) {
+        for (const auto& param : entry.params) {
+            const auto expression = compile(*param.expression);
+            std::vector<const HardwareParam*> inputs;
+            bool undetermined = false;
+            std::string unknown;
+            for (const auto& name : expression.variables()) {
+                if (const auto* input = m_model.param(name)) {
+                    inputs.push_back(input);
+                } else if (m_declared.contains(name)) {
+                    undetermined = true;  // its own entry says why
+                } else if (!m_target.facts.contains(name)) {
+                    unknown = name;
+                }
+            }
+            if (undetermined) continue;
+            if (!unknown.empty()) {
+                missing(param.name, fmt::format("needs '{}', which is neither a parameter nor a fact of target.yaml", unknown));
+                continue;
+            }
+            auto at = [&](int end) {
+                return expression.evaluate([&](const std::string& name) -> std::optional<double> {
+                    if (const auto* input = m_model.param(name)) {
+                        return end < 0 ? input->ci95_lower : end > 0 ? input->ci95_upper : input->value;
+                    }
+                    return m_target.facts.at(name).value;
+                });
+            };
+            std::optional<double> r_squared;
+            std::size_t points = 0;
+            std::string source;
+            for (const auto* input : inputs) {
+                if (input->r_squared) r_squared = r_squared ? std::min(*r_squared, *input->r_squared) : *input->r_squared;
+                points += input->points;
+                if (input->source != "fact" && source.find(input->source) == std::string::npos) {
+                    source += (source.empty() ? "" : "+") + input->source;
+                }
+            }
+            const double value = at(0);
+            if (!std::isfinite(value)) {
+                missing(param.name, fmt::format("\"{}\" is not finite", param.expression->text));
+                continue;
+            }
+            add(param, value, at(-1), at(1), r_squared, points, source.empty() ? "fact" : source, {});
+        }
+    }
+
+    const MicrobenchRun& m_run;
+    const config::TargetConfig& m_target;
+    const config::MicrobenchSuite& m_suite;
     HardwareModel& m_model;
+    std::set<std::string> m_declared;
+    std::set<const MicrobenchPoint*> m_claimed;  ///< failures a threshold entry counts as its sweep's end
 };
-
-std::string probe_name(const std::vector<const MicrobenchPoint*>& points) {
-    return points.empty() ? std::string() : points.front()->probe;
-}
-
-void fit_dma_single_engine(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder,
-                           HardwareModel& model) {
-    auto points = ok_points(run, "dma_single_engine");
-    std::vector<std::vector<double>> rows;
-    std::vector<double> response;
-    double largest_packet = 0.0;
-    for (const auto* point : points) {
-        const double bytes = param_of(*point, "bytes"), packet = param_of(*point, "packet");
-        const double commands = param_of(*point, "commands");
-        rows.push_back({1.0, bytes, bytes / packet});
-        response.push_back(point->cycles_median / commands);
-        largest_packet = std::max(largest_packet, packet);
-    }
-    std::string why;
-    auto fit = fit_relative(stats, rows, response, &why);
-    if (!fit) {
-        for (auto name : {"dma_startup_cycles", "dma_engine_bytes_per_cycle", "dma_packet_overhead_cycles"}) {
-            builder.missing(name, why.empty() ? "no dma_single_engine measurements" : why);
-        }
-        return;
-    }
-    const std::string source = probe_name(points);
-    builder.add_coefficient("dma_startup_cycles", *fit, 0, source,
-                            "intercept of cycles/command = startup + bytes/bandwidth + packets*overhead (WLS)");
-    builder.add_reciprocal("dma_engine_bytes_per_cycle", *fit, 1, source, "1 / slope in bytes of the same fit");
-    builder.add_coefficient("dma_packet_overhead_cycles", *fit, 2, source, "slope in packets of the same fit");
-    const double packet = model.dma_max_packet_bytes > 0 ? model.dma_max_packet_bytes : largest_packet;
-    const double per_byte = fit->coefficient(1) + fit->coefficient(2) / packet;
-    const double relative = std::hypot(fit->relative_half_width(1) * fit->coefficient(1),
-                                       fit->relative_half_width(2) * fit->coefficient(2) / packet) / per_byte;
-    builder.add("dma_effective_bytes_per_cycle", 1.0 / per_byte, 1.0 / (per_byte * (1 + relative)),
-                relative < 1 ? 1.0 / (per_byte * (1 - relative)) : k_infinity, fit->r_squared, fit->points, source,
-                fmt::format("one engine with {:.0f}-byte packets: 1 / (1/bandwidth + overhead/packet)", packet));
-}
-
-void fit_hbm_saturation(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder, HardwareModel& model) {
-    auto all = run.points_measuring("hbm_saturation");
-    auto points = ok_points(run, "hbm_saturation");
-    if (points.empty()) {
-        builder.missing("sustained_bytes_per_cycle", "no hbm_saturation measurements");
-        builder.missing("engines_per_cluster", "no hbm_saturation measurements");
-        return;
-    }
-    const std::string source = probe_name(points);
-
-    // Engines: the largest count that ran; a larger count that the toolchain rejected bounds it.
-    double largest_ok = 0.0, smallest_failed = k_infinity;
-    for (const auto* point : all) {
-        const double engines = param_of(*point, "engines");
-        if (point->status == PointStatus::ok) largest_ok = std::max(largest_ok, engines);
-        if (point->status == PointStatus::failed) smallest_failed = std::min(smallest_failed, engines);
-    }
-    const double clusters = model.clusters > 0 ? model.clusters : 1.0;
-    const double per_cluster = std::floor(largest_ok / clusters);
-    builder.add("engines_per_cluster", per_cluster, per_cluster, per_cluster, std::nullopt, all.size(), source,
-                std::isfinite(smallest_failed)
-                    ? fmt::format("{} engines ran, {} were rejected; spread over {} clusters", largest_ok,
-                                  smallest_failed, clusters)
-                    : fmt::format("{} engines ran (no larger count was tried); a lower bound", largest_ok));
-    if (!std::isfinite(smallest_failed)) model.findings.push_back("every engine count of the saturation sweep ran: engines_per_cluster is a lower bound");
-
-    // Aggregate bandwidth per engine count, net of the command startup.
-    std::vector<std::pair<double, double>> throughput;  // (engines, bytes/cycle)
-    for (const auto* point : points) {
-        const double engines = param_of(*point, "engines"), bytes = param_of(*point, "bytes");
-        const double moving = point->cycles_median - model.dma_startup_cycles;
-        if (moving > 0) throughput.emplace_back(engines, engines * bytes / moving);
-    }
-    std::sort(throughput.begin(), throughput.end());
-    if (throughput.empty()) {
-        builder.missing("sustained_bytes_per_cycle", "no usable hbm_saturation point");
-        return;
-    }
-    const double per_engine = throughput.front().second / throughput.front().first;
-    std::vector<double> saturated;
-    for (const auto& [engines, rate] : throughput) {
-        if (rate < 0.85 * engines * per_engine) saturated.push_back(rate);
-    }
-    if (saturated.empty()) {
-        const double best = throughput.back().second;
-        builder.missing("sustained_bytes_per_cycle",
-                        fmt::format("HBM did not saturate up to {} engines; at least {:.1f} bytes/cycle",
-                                    throughput.back().first, best));
-        return;
-    }
-    double value = 0.0, lower = 0.0, upper = 0.0;
-    if (saturated.size() >= 2) {
-        Eigen::MatrixXd ones = Eigen::MatrixXd::Ones(static_cast<Eigen::Index>(saturated.size()), 1);
-        Eigen::VectorXd rates = Eigen::Map<Eigen::VectorXd>(saturated.data(), static_cast<Eigen::Index>(saturated.size()));
-        auto fit = stats.fit_linear(ones, rates);
-        value = fit.coefficients[0];
-        lower = fit.coefficient_ci95[0].first;
-        upper = fit.coefficient_ci95[0].second;
-    } else {
-        value = lower = upper = saturated.front();
-    }
-    builder.add("sustained_bytes_per_cycle", value, lower, upper, std::nullopt, saturated.size(), source,
-                fmt::format("mean aggregate bandwidth of the {} engine counts past the knee "
-                            "(below 85% of linear scaling from {:.1f} bytes/cycle per engine)",
-                            saturated.size(), per_engine));
-}
-
-void fit_unaligned_write(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder) {
-    auto points = ok_points(run, "unaligned_write");
-    std::vector<std::vector<double>> rows[2];
-    std::vector<double> response[2];
-    for (const auto* point : points) {
-        const int unaligned = param_of(*point, "offset") != 0 ? 1 : 0;
-        rows[unaligned].push_back({1.0, param_of(*point, "bytes")});
-        response[unaligned].push_back(point->cycles_median);
-    }
-    std::string why;
-    auto aligned = fit_relative(stats, rows[0], response[0], &why);
-    auto misaligned = fit_relative(stats, rows[1], response[1], &why);
-    if (!aligned || !misaligned) {
-        builder.missing("unaligned_write_penalty", why.empty() ? "no unaligned_write measurements" : why);
-        return;
-    }
-    const double ratio = misaligned->coefficient(1) / aligned->coefficient(1);
-    const double relative = std::hypot(misaligned->relative_half_width(1), aligned->relative_half_width(1));
-    builder.add("unaligned_write_penalty", ratio, ratio * (1 - relative), ratio * (1 + relative),
-                std::min(aligned->r_squared, misaligned->r_squared), aligned->points + misaligned->points,
-                probe_name(points), "ratio of the per-byte slopes of unaligned and aligned HBM writes");
-}
-
-void fit_bank_conflict(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder) {
-    auto points = ok_points(run, "bank_conflict");
-    std::vector<std::vector<double>> rows;
-    std::vector<double> response;
-    for (const auto* point : points) {
-        const double runs = param_of(*point, "runs"), run_len = param_of(*point, "run_len");
-        const double conflicts = param_of(*point, "conflict") != 0 ? runs * (run_len - 1) : 0.0;
-        rows.push_back({1.0, runs * run_len, conflicts});
-        response.push_back(point->cycles_median);
-    }
-    std::string why;
-    auto fit = fit_relative(stats, rows, response, &why);
-    if (!fit) {
-        builder.missing("bank_conflict_penalty", why.empty() ? "no bank_conflict measurements" : why);
-        return;
-    }
-    // cycles = base + accesses * cost + conflicts * cost * (penalty - 1)
-    const double ratio = fit->coefficient(2) / fit->coefficient(1);
-    const double relative = std::hypot(fit->relative_half_width(1), fit->relative_half_width(2));
-    builder.add("bank_conflict_penalty", 1.0 + ratio, 1.0 + ratio * (1 - relative), 1.0 + ratio * (1 + relative),
-                fit->r_squared, fit->points, probe_name(points),
-                "1 + (extra cycles per same-bank access) / (cycles per access), from one WLS fit");
-}
-
-void fit_bank_hang(const MicrobenchRun& run, ModelBuilder& builder, HardwareModel& model) {
-    auto all = run.points_measuring("bank_hang");
-    if (all.empty()) return;
-    double safe = 0.0, hang = k_infinity;
-    for (const auto* point : all) {
-        const double run_len = param_of(*point, "run_len");
-        if (point->status == PointStatus::ok) safe = std::max(safe, run_len);
-        if (point->status == PointStatus::timed_out) hang = std::min(hang, run_len);
-        if (point->status == PointStatus::failed) {
-            model.findings.push_back(fmt::format("bank_hang run_len {} failed: {}", run_len, point->message));
-        }
-    }
-    const std::string source = all.front()->probe;
-    if (safe > 0) builder.add("bank_safe_run", safe, safe, safe, std::nullopt, all.size(), source, "longest run that completed");
-    if (std::isfinite(hang)) {
-        builder.add("bank_hang_run", hang, hang, hang, std::nullopt, all.size(), "finding", "shortest run that timed out");
-        model.findings.push_back(fmt::format(
-            "a DMA command with {} consecutive accesses to one DM bank hangs the device (the run timed out); "
-            "{} consecutive accesses complete",
-            hang, safe));
-    } else {
-        model.findings.push_back(fmt::format("no same-bank run up to {} hung the device", safe));
-    }
-}
-
-void fit_pass_issue(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder) {
-    auto points = ok_points(run, "pass_issue");
-    std::vector<std::vector<double>> rows;
-    std::vector<double> response;
-    for (const auto* point : points) {
-        const double passes = param_of(*point, "passes");
-        const double macs = param_of(*point, "rows") * param_of(*point, "cols");
-        rows.push_back({1.0, passes, passes * macs});
-        response.push_back(point->cycles_median);
-    }
-    std::string why;
-    auto fit = fit_relative(stats, rows, response, &why);
-    if (!fit) {
-        builder.missing("pass_issue_cycles", why.empty() ? "no pass_issue measurements" : why);
-        return;
-    }
-    const std::string source = probe_name(points);
-    builder.add_coefficient("pass_issue_cycles", *fit, 1, source,
-                            "slope in passes of cycles = base + passes*issue + passes*MACs/rate (WLS)");
-    builder.add_reciprocal("tensor_macs_per_cycle", *fit, 2, source, "1 / slope in MACs of the same fit");
-}
-
-void fit_vector_op(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder) {
-    auto points = ok_points(run, "vector_op");
-    std::vector<std::vector<double>> rows;
-    std::vector<double> response;
-    for (const auto* point : points) {
-        const double ops = param_of(*point, "ops"), elems = param_of(*point, "elems");
-        rows.push_back({1.0, ops, ops * elems});
-        response.push_back(point->cycles_median);
-    }
-    std::string why;
-    auto fit = fit_relative(stats, rows, response, &why);
-    if (!fit) {
-        builder.missing("vector_op_cycles", why.empty() ? "no vector_op measurements" : why);
-        return;
-    }
-    const std::string source = probe_name(points);
-    builder.add_coefficient("vector_op_cycles", *fit, 1, source,
-                            "slope in ops of cycles = base + ops*op_cost + ops*elems/rate (WLS)");
-    builder.add_reciprocal("vector_elems_per_cycle", *fit, 2, source, "1 / slope in elements of the same fit");
-}
-
-void fit_switch_copy(const MicrobenchRun& run, const Statistics& stats, ModelBuilder& builder) {
-    auto points = ok_points(run, "switch_copy");
-    std::vector<std::vector<double>> rows;
-    std::vector<double> response;
-    for (const auto* point : points) {
-        rows.push_back({1.0, param_of(*point, "bytes")});
-        response.push_back(point->cycles_median / param_of(*point, "copies"));
-    }
-    std::string why;
-    auto fit = fit_relative(stats, rows, response, &why);
-    if (!fit) {
-        builder.missing("switch_bytes_per_cycle", why.empty() ? "no switch_copy measurements" : why);
-        return;
-    }
-    const std::string source = probe_name(points);
-    builder.add_coefficient("switch_startup_cycles", *fit, 0, source,
-                            "intercept of cycles/copy = startup + bytes/bandwidth (WLS)");
-    builder.add_reciprocal("switch_bytes_per_cycle", *fit, 1, source, "1 / slope in bytes of the same fit");
-}
-
-double fact_or_zero(const config::TargetConfig& target, const std::string& key) {
-    auto found = target.facts.find(key);
-    return found == target.facts.end() ? 0.0 : found->second.value;
-}
 
 nlohmann::json finite_or_null(double value) {
     return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
@@ -419,6 +488,7 @@ double number_or_infinity(const nlohmann::json& json, const char* key) {
     return found->get<double>();
 }
 
+
 }  // namespace
 
 const HardwareParam* HardwareModel::param(std::string_view name) const {
@@ -428,53 +498,64 @@ const HardwareParam* HardwareModel::param(std::string_view name) const {
     return nullptr;
 }
 
+double HardwareModel::value(std::string_view name, double fallback) const {
+    const auto* found = param(name);
+    return found ? found->value : fallback;
+}
+
+void HardwareModel::set(std::string_view name, double value, std::string unit, std::string source) {
+    HardwareParam entry;
+    entry.name = std::string(name);
+    entry.unit = std::move(unit);
+    entry.value = entry.ci95_lower = entry.ci95_upper = value;
+    entry.source = std::move(source);
+    entry.method = "given";
+    for (auto& existing : params) {
+        if (existing.name == name) {
+            existing = std::move(entry);
+            return;
+        }
+    }
+    params.push_back(std::move(entry));
+}
+
+std::optional<double> HardwareModel::variable(std::string_view name) const {
+    constexpr std::string_view k_prefix = "hw.";
+    if (!name.starts_with(k_prefix)) return std::nullopt;
+    std::string_view rest = name.substr(k_prefix.size());
+    int end = 0;
+    if (rest.ends_with(".upper")) {
+        end = 1;
+        rest.remove_suffix(6);
+    } else if (rest.ends_with(".lower")) {
+        end = -1;
+        rest.remove_suffix(6);
+    }
+    const auto* found = param(rest);
+    if (!found) return 0.0;
+    if (end > 0) return std::max(found->value, found->ci95_upper);
+    if (end < 0) return std::min(found->value, found->ci95_lower);
+    return found->value;
+}
+
 double HardwareModel::weight_movement_min_cycles(double bytes) const {
-    return sustained_bytes_per_cycle > 0 ? bytes / sustained_bytes_per_cycle : 0.0;
+    if (!cost_model || !cost_model->weight_movement_min) return 0.0;
+    const auto& text = *cost_model->weight_movement_min;
+    const numerics::Expression expression({text.text, text.location, text.key});
+    const double cycles = expression.evaluate([&](const std::string& name) -> std::optional<double> {
+        if (name == "min_bytes") return bytes;
+        return variable(name);
+    });
+    return std::isfinite(cycles) && cycles > 0 ? cycles : 0.0;
 }
 
-double HardwareModel::dma_command_cycles(double bytes, double packet_bytes) const {
-    if (dma_engine_bytes_per_cycle <= 0 || packet_bytes <= 0) return 0.0;
-    return dma_startup_cycles + bytes / dma_engine_bytes_per_cycle +
-           std::ceil(bytes / packet_bytes) * dma_packet_overhead_cycles;
-}
-
-HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetConfig& target, const Statistics& stats) {
+HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetConfig& target,
+                                 const config::MicrobenchSuite& suite) {
     HardwareModel model;
     model.target = run.target.empty() ? target.name : run.target;
     model.toolchain_version = run.toolchain_version;
-    ModelBuilder builder(model);
-    if (double clusters = fact_or_zero(target, "clusters"); clusters > 0) {
-        builder.add("clusters", clusters, clusters, clusters, std::nullopt, 0, "fact", "public fact of target.yaml");
-    }
-    if (double packet = fact_or_zero(target, "dma_max_packet_bytes"); packet > 0) {
-        builder.add("dma_max_packet_bytes", packet, packet, packet, std::nullopt, 0, "fact", "public fact of target.yaml");
-    }
-    fit_dma_single_engine(run, stats, builder, model);
-    fit_hbm_saturation(run, stats, builder, model);
-    fit_unaligned_write(run, stats, builder);
-    fit_bank_conflict(run, stats, builder);
-    fit_bank_hang(run, builder, model);
-    fit_pass_issue(run, stats, builder);
-    if (const auto* per_slice = model.param("tensor_macs_per_cycle")) {
-        double slices = fact_or_zero(target, "slices");
-        if (slices <= 0) slices = fact_or_zero(target, "slices_per_cluster") * model.clusters;
-        if (slices > 0) {
-            builder.add("chip_macs_per_cycle", per_slice->value * slices, per_slice->ci95_lower * slices,
-                        per_slice->ci95_upper * slices, per_slice->r_squared, per_slice->points, per_slice->source,
-                        fmt::format("tensor_macs_per_cycle x {} slices (facts)", slices));
-        } else {
-            builder.missing("chip_macs_per_cycle", "no slices or slices_per_cluster fact in target.yaml");
-        }
-    }
-    fit_vector_op(run, stats, builder);
-    fit_switch_copy(run, stats, builder);
-    for (const auto& point : run.points) {
-        // bank_hang reports its own; a rejected engine count is how the engine sweep ends
-        if (point.status == PointStatus::failed && point.measures != "bank_hang" && point.measures != "hbm_saturation") {
-            model.findings.push_back(fmt::format("probe {} failed at {}: {}", point.probe,
-                                                 nlohmann::json(point.params).dump(), point.message));
-        }
-    }
+    model.cost_model = target.cost_model;
+    Fitter(run, target, suite, model).fit_all();
     return model;
 }
 
@@ -501,14 +582,21 @@ HardwareModel hardware_model_from_json(const nlohmann::json& json) {
         HardwareModel model;
         model.target = json.at("target").get<std::string>();
         model.toolchain_version = json.value("toolchain_version", "");
-        ModelBuilder builder(model);
         for (const auto& item : json.at("params")) {
-            std::optional<double> r_squared;
-            if (item.contains("r_squared") && !item.at("r_squared").is_null()) r_squared = item.at("r_squared").get<double>();
-            builder.add(item.at("name").get<std::string>(), number_or_infinity(item, "value"),
-                        item.contains("ci95_lower") && !item.at("ci95_lower").is_null() ? item.at("ci95_lower").get<double>() : 0.0,
-                        number_or_infinity(item, "ci95_upper"), r_squared, item.value("points", std::size_t{0}),
-                        item.value("source", ""), item.value("method", ""));
+            HardwareParam param;
+            param.name = item.at("name").get<std::string>();
+            param.unit = item.value("unit", "");
+            param.value = number_or_infinity(item, "value");
+            const double lower =
+                item.contains("ci95_lower") && !item.at("ci95_lower").is_null() ? item.at("ci95_lower").get<double>() : 0.0;
+            const double upper = number_or_infinity(item, "ci95_upper");
+            param.ci95_lower = std::min(lower, upper);
+            param.ci95_upper = std::max(lower, upper);
+            if (item.contains("r_squared") && !item.at("r_squared").is_null()) param.r_squared = item.at("r_squared").get<double>();
+            param.points = item.value("points", std::size_t{0});
+            param.source = item.value("source", "");
+            param.method = item.value("method", "");
+            model.params.push_back(std::move(param));
         }
         model.findings = json.value("findings", std::vector<std::string>{});
         model.missing = json.value("missing", std::vector<std::string>{});
@@ -569,8 +657,9 @@ std::size_t record_hardware_model(store::CampaignStore& store, const HardwareMod
     return entries.size();
 }
 
-std::optional<HardwareModel> load_hardware_model(store::CampaignStore& store, const std::string& target,
+std::optional<HardwareModel> load_hardware_model(store::CampaignStore& store, const config::TargetConfig& target_config,
                                                  const std::string& toolchain_version) {
+    const std::string& target = target_config.name;
     std::optional<std::int64_t> version_id;
     for (const auto& version : store.list_toolchain_versions()) {
         if (version.target == target && version.version == toolchain_version) version_id = version.id;
@@ -584,6 +673,7 @@ std::optional<HardwareModel> load_hardware_model(store::CampaignStore& store, co
             newest_id = entry.id;
         }
     }
+    if (newest) newest->cost_model = target_config.cost_model;
     return newest;
 }
 

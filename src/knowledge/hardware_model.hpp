@@ -1,10 +1,13 @@
 #pragma once
-// The hardware model: what npuopt believes about a target's speed, fitted by least squares from
-// the microbenchmark suite's measurements (knowledge/microbench.hpp) on top of the target's
-// public facts. Evaluation uses it for the speed-of-light bound, search for its cost model.
-// Every parameter carries its 95% interval, its fit quality and the measurements behind it.
+// The hardware model: what npuopt believes about a target's speed, fitted from the microbenchmark
+// suite's measurements (knowledge/microbench.hpp) on top of the target's public facts. Which
+// parameters exist and how each is fitted is the suite's data (`model:`, a small set of model
+// forms implemented here generically); npuopt knows no parameter by name. Evaluation uses it for
+// the speed-of-light bound, search for its cost model, both through the target's declared
+// expressions. Every parameter carries its 95% interval, its fit quality and its measurements.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/microbench_config.hpp"
 #include "config/target_config.hpp"
 #include "knowledge/microbench.hpp"
 #include "store/campaign_store.hpp"
@@ -20,7 +24,7 @@ namespace npuopt::knowledge {
 
 /// One fitted (or fact-given) parameter with its uncertainty.
 struct HardwareParam {
-    std::string name;          ///< e.g. dma_startup_cycles
+    std::string name;          ///< as the suite declares it
     std::string unit;          ///< e.g. cycles, bytes/cycle, ratio
     double value = 0.0;
     double ci95_lower = 0.0;   ///< equal to value when there is no interval (facts, counts)
@@ -31,48 +35,39 @@ struct HardwareParam {
     std::string method;        ///< how it was derived, in words
 };
 
-/// The fitted model. Plain fields for the consumers; `params` holds the same values with their
-/// evidence. A field is 0 when its probe did not run or could not be fitted (see `missing`).
+/// The fitted model: the parameters the target's microbenchmark suite declares (its `model:`
+/// section), each with its evidence, and the target's declared cost model (cost terms and
+/// speed-of-light bound, knowledge/<target>/cost_model.yaml) that reads them.
 struct HardwareModel {
     std::string target;
     std::string toolchain_version;
 
-    double dma_startup_cycles = 0.0;              ///< fixed cost of one DMA command
-    double dma_engine_bytes_per_cycle = 0.0;      ///< raw bandwidth of one engine
-    double dma_packet_overhead_cycles = 0.0;      ///< extra cycles per packet
-    double dma_max_packet_bytes = 0.0;            ///< public fact (0 when unknown)
-    double dma_effective_bytes_per_cycle = 0.0;   ///< one engine with the largest packets
-    double sustained_bytes_per_cycle = 0.0;       ///< HBM bandwidth all engines together reach
-    double engines_per_cluster = 0.0;             ///< DMA engines per cluster
-    double clusters = 0.0;                        ///< public fact
-    double pass_issue_cycles = 0.0;               ///< fixed cost of one tensor-unit pass
-    double tensor_macs_per_cycle = 0.0;           ///< per slice
-    double chip_macs_per_cycle = 0.0;             ///< every slice together (needs the slice count as a fact)
-    double vector_op_cycles = 0.0;                ///< fixed cost of one vector op
-    double vector_elems_per_cycle = 0.0;
-    double switch_startup_cycles = 0.0;
-    double switch_bytes_per_cycle = 0.0;
-    double unaligned_write_penalty = 0.0;         ///< time ratio, unaligned / aligned HBM write
-    double bank_conflict_penalty = 0.0;           ///< time ratio, conflicting / conflict-free DM access
-    double bank_safe_run = 0.0;                   ///< longest same-bank run that did not hang
-    double bank_hang_run = 0.0;                   ///< shortest same-bank run that hung (0: none seen)
-
-    std::vector<HardwareParam> params;            ///< every value above that was determined
+    std::vector<HardwareParam> params;            ///< every parameter that was determined, in suite order
     std::vector<std::string> findings;            ///< runtime findings, in words
     std::vector<std::string> missing;             ///< parameters that could not be determined, with why
+    /// The target's cost model declaration; attached from the target's data when the model is
+    /// fitted or loaded (never stored with it). Null: the target declares none.
+    std::shared_ptr<const config::CostModelSpec> cost_model;
 
     /// The parameter named `name`, or nullptr.
     const HardwareParam* param(std::string_view name) const;
-    /// Lower bound on the cycles to move `bytes` between HBM and the chip: bytes / sustained
-    /// bandwidth (the weight-movement minimum). 0 when the sustained bandwidth is unknown.
+    /// The value of parameter `name`, or `fallback` when it was not determined.
+    double value(std::string_view name, double fallback = 0.0) const;
+    /// Add (or replace) a parameter known exactly (no interval), e.g. a given value in a test.
+    void set(std::string_view name, double value, std::string unit = "", std::string source = "given");
+    /// A variable of a cost-model expression: `hw.NAME` (the value), `hw.NAME.lower`,
+    /// `hw.NAME.upper` (the ends of its 95% interval); 0 for a parameter not determined;
+    /// nullopt for a name that does not start with `hw.`.
+    std::optional<double> variable(std::string_view name) const;
+    /// Lower bound on the cycles to move `bytes` between memory and the chip, from the declared
+    /// `weight_movement_min`; 0 when none is declared or it cannot be evaluated.
     double weight_movement_min_cycles(double bytes) const;
-    /// Cycles of one DMA command of `bytes` in `packet_bytes` packets on one otherwise idle engine.
-    double dma_command_cycles(double bytes, double packet_bytes) const;
 };
 
-/// Fit the model to a suite run; facts come from the target (clusters, dma_max_packet_bytes, and
-/// slices or slices_per_cluster for chip_macs_per_cycle).
-HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetConfig& target, const Statistics& stats);
+/// Fit the model declared by `suite.model` to a suite run; facts come from the target, and the
+/// target's cost model is attached. A parameter that cannot be determined is listed in `missing`.
+HardwareModel fit_hardware_model(const MicrobenchRun& run, const config::TargetConfig& target,
+                                 const config::MicrobenchSuite& suite);
 
 nlohmann::json to_json(const HardwareModel& model);
 HardwareModel hardware_model_from_json(const nlohmann::json& json);
@@ -88,8 +83,8 @@ std::vector<store::KnowledgeEntry> hardware_knowledge_entries(const HardwareMode
 std::size_t record_hardware_model(store::CampaignStore& store, const HardwareModel& model, const MicrobenchRun& run);
 
 /// The newest non-stale model recorded for (target, toolchain version), rebuilt from its
-/// hardware_param entries; nullopt when there is none.
-std::optional<HardwareModel> load_hardware_model(store::CampaignStore& store, const std::string& target,
+/// hardware_model entry, with the target's cost model attached; nullopt when there is none.
+std::optional<HardwareModel> load_hardware_model(store::CampaignStore& store, const config::TargetConfig& target,
                                                  const std::string& toolchain_version);
 
 }  // namespace npuopt::knowledge

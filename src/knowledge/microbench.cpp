@@ -1,5 +1,7 @@
 #include "knowledge/microbench.hpp"
 
+#include "numerics/robust.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,9 +57,9 @@ struct Task {
 
 class SuiteRunner {
 public:
-    SuiteRunner(const config::TargetConfig& target, const config::MicrobenchSuite& suite, const Statistics& stats,
+    SuiteRunner(const config::TargetConfig& target, const config::MicrobenchSuite& suite,
                 const MicrobenchOptions& options, fs::path work_dir)
-        : m_target(target), m_suite(suite), m_stats(stats), m_options(options), m_work_dir(std::move(work_dir)) {}
+        : m_target(target), m_suite(suite), m_options(options), m_work_dir(std::move(work_dir)) {}
 
     void run_point(const config::ProbeSpec& probe, const std::string& template_text, MicrobenchPoint& point) const {
         const auto start = std::chrono::steady_clock::now();
@@ -94,8 +96,8 @@ public:
             if (status == target::CallStatus::ok && !result.cycles.empty()) {
                 point.status = PointStatus::ok;
                 point.cycles = result.cycles;
-                point.cycles_median = m_stats.median(point.cycles);
-                point.cycles_mad = m_stats.mad(point.cycles);
+                point.cycles_median = numerics::median(point.cycles);
+                point.cycles_mad = numerics::mad(point.cycles);
                 point.message.clear();
                 break;
             }
@@ -136,7 +138,6 @@ public:
 private:
     const config::TargetConfig& m_target;
     const config::MicrobenchSuite& m_suite;
-    const Statistics& m_stats;
     const MicrobenchOptions& m_options;
     fs::path m_work_dir;
     std::mutex m_callback_mutex;
@@ -254,7 +255,7 @@ std::string instantiate_probe(const std::string& text, const std::map<std::strin
 }
 
 MicrobenchRun run_microbench_suite(const config::TargetConfig& target, const config::MicrobenchSuite& suite,
-                                   const Statistics& stats, const MicrobenchOptions& options) {
+                                   const MicrobenchOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     for (const auto& name : options.only_probes) {
         bool known = std::any_of(suite.probes.begin(), suite.probes.end(), [&](const auto& probe) { return probe.name == name; });
@@ -321,7 +322,7 @@ MicrobenchRun run_microbench_suite(const config::TargetConfig& target, const con
         if (!monotone.point_indices.empty()) tasks.insert(tasks.begin(), std::move(monotone));  // long chains first
     }
 
-    SuiteRunner runner(target, suite, stats, options, work_dir);
+    SuiteRunner runner(target, suite, options, work_dir);
     std::atomic<std::size_t> next_task{0};
     std::mutex error_mutex;
     std::exception_ptr first_error;

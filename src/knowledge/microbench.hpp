@@ -12,11 +12,9 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 
 #include "config/microbench_config.hpp"
@@ -24,23 +22,6 @@
 #include "proc/subprocess.hpp"
 
 namespace npuopt::knowledge {
-
-/// Robust summaries the runner and the hardware model use. eval/ owns the statistics but sits
-/// above knowledge/, so the caller passes them in (see make_statistics in tools/bench and the
-/// tests for the adapter over eval::median, eval::mad and eval::fit_linear).
-struct LinearFitSummary {
-    std::vector<double> coefficients;
-    std::vector<double> standard_errors;
-    std::vector<std::pair<double, double>> coefficient_ci95;  ///< [lower, upper] per coefficient
-    double r_squared = 0.0;
-    std::size_t dof = 0;
-};
-struct Statistics {
-    std::function<double(std::span<const double>)> median;
-    std::function<double(std::span<const double>)> mad;  ///< unscaled median absolute deviation
-    /// y ≈ X b (rows = observations); needs more rows than columns and full column rank.
-    std::function<LinearFitSummary(const Eigen::MatrixXd& design, const Eigen::VectorXd& response)> fit_linear;
-};
 
 /// How one design point of a probe ended.
 enum class PointStatus {
@@ -105,6 +86,6 @@ std::string instantiate_probe(const std::string& text, const std::map<std::strin
 /// Run every probe of `suite` on `target`'s toolchain. Toolchain-level failures of single points
 /// are recorded in the points; a toolchain that cannot be started at all is Error(toolchain).
 MicrobenchRun run_microbench_suite(const config::TargetConfig& target, const config::MicrobenchSuite& suite,
-                                   const Statistics& stats, const MicrobenchOptions& options = {});
+                                   const MicrobenchOptions& options = {});
 
 }  // namespace npuopt::knowledge

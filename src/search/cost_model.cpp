@@ -1,33 +1,106 @@
 #include "search/cost_model.hpp"
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+
+#include "core/error.hpp"
+#include "numerics/expression.hpp"
+#include "numerics/least_squares.hpp"
 
 namespace npuopt::search {
 
 namespace {
 
-double quantity_or(const std::map<std::string, double>& quantities, const std::string& name, double fallback) {
-    auto found = quantities.find(name);
-    return found == quantities.end() || !std::isfinite(found->second) ? fallback : found->second;
-}
+bool usable(double value) { return std::isfinite(value) && value >= 0.0; }
 
 }  // namespace
 
+/// The target's declaration, compiled once per cost model.
+struct CostModel::Compiled {
+    std::shared_ptr<const config::CostModelSpec> spec;
+    std::vector<std::pair<std::string, numerics::Expression>> lets;
+    std::vector<numerics::Expression> terms;
+
+    static numerics::Expression compile(const config::ExpressionText& text) {
+        return numerics::Expression({text.text, text.location, text.key});
+    }
+
+    explicit Compiled(std::shared_ptr<const config::CostModelSpec> declaration) : spec(std::move(declaration)) {
+        std::set<std::string> known;
+        for (const auto& [name, fallback] : spec->quantities) known.insert(name);
+        auto check = [&](const numerics::Expression& expression) {
+            for (const auto& name : expression.variables()) {
+                if (!known.contains(name) && !name.starts_with("hw.")) {
+                    throw Error(ErrorKind::invalid_config,
+                                fmt::format("{}: key '{}': '{}' is neither a declared quantity (quantities:), an "
+                                            "earlier let nor a hardware parameter (hw.NAME)",
+                                            expression.source().location, expression.source().key, name));
+                }
+            }
+        };
+        for (const auto& [name, text] : spec->let) {
+            lets.emplace_back(name, compile(text));
+            check(lets.back().second);
+            known.insert(name);
+        }
+        for (const auto& term : spec->terms) {
+            terms.push_back(compile(term.expression));
+            check(terms.back());
+        }
+    }
+};
+
+CostModel::CostModel() = default;
+CostModel::CostModel(knowledge::HardwareModel model) : m_model(std::move(model)) {
+    if (m_model.cost_model) m_compiled = std::make_unique<Compiled>(m_model.cost_model);
+}
+CostModel::CostModel(const CostModel& other)
+    : m_model(other.m_model),
+      m_compiled(other.m_compiled ? std::make_unique<Compiled>(*other.m_compiled) : nullptr),
+      m_points(other.m_points),
+      m_corrections(other.m_corrections),
+      m_param_effects(other.m_param_effects) {}
+CostModel& CostModel::operator=(const CostModel& other) {
+    if (this != &other) *this = CostModel(other);
+    return *this;
+}
+CostModel::CostModel(CostModel&&) noexcept = default;
+CostModel& CostModel::operator=(CostModel&&) noexcept = default;
+CostModel::~CostModel() = default;
+
 double CostTerms::combined() const {
-    std::vector<double> values = {hbm, dma_stream, dma_startup + dma_packets, pass_issue};
-    double largest = *std::max_element(values.begin(), values.end());
+    std::vector<std::string> group_names;
+    std::vector<double> group_values;
+    for (std::size_t idx = 0; idx < values.size(); ++idx) {
+        auto found = std::find(group_names.begin(), group_names.end(), groups[idx]);
+        if (found == group_names.end()) {
+            group_names.push_back(groups[idx]);
+            group_values.push_back(values[idx]);
+        } else {
+            group_values[static_cast<std::size_t>(found - group_names.begin())] += values[idx];
+        }
+    }
+    if (group_values.empty()) return 0.0;
+    double largest = *std::max_element(group_values.begin(), group_values.end());
     double total = 0.0;
-    for (double value : values) total += value;
-    return largest + 0.1 * (total - largest);
+    for (double value : group_values) total += value;
+    return largest + overlap * (total - largest);
 }
 
 std::map<std::string, double> CostTerms::as_map() const {
-    return {{"hbm", hbm}, {"dma_stream", dma_stream}, {"dma_startup", dma_startup}, {"dma_packets", dma_packets},
-            {"pass_issue", pass_issue}};
+    std::map<std::string, double> result;
+    for (std::size_t idx = 0; idx < names.size(); ++idx) result[names[idx]] = values[idx];
+    return result;
+}
+
+double CostTerms::value(const std::string& name) const {
+    for (std::size_t idx = 0; idx < names.size(); ++idx) {
+        if (names[idx] == name) return values[idx];
+    }
+    return 0.0;
 }
 
 std::string CostTerms::dominant() const {
@@ -42,26 +115,35 @@ std::string CostTerms::dominant() const {
     return best;
 }
 
+const config::CostTermSpec* CostModel::term_spec(const std::string& name) const {
+    if (!m_compiled) return nullptr;
+    for (const auto& term : m_compiled->spec->terms) {
+        if (term.name == name) return &term;
+    }
+    return nullptr;
+}
+
 CostTerms CostModel::terms(const std::map<std::string, double>& quantities) const {
     CostTerms result;
-    double weight_bytes = quantity_or(quantities, "weight_bytes", 0.0);
-    double engines = std::max(1.0, quantity_or(quantities, "engine_index", 0.0) + 1.0);
-    double slices = std::max(1.0, quantity_or(quantities, "slice", 0.0) + 1.0);
-    // A template may declare how many clusters stream ("clusters"); otherwise one cluster's engines.
-    double engines_used = engines * std::max(1.0, quantity_or(quantities, "clusters", 1.0));
-    if (m_model.sustained_bytes_per_cycle > 0.0) result.hbm = weight_bytes / m_model.sustained_bytes_per_cycle;
-    double engine_bandwidth = m_model.dma_effective_bytes_per_cycle > 0.0 ? m_model.dma_effective_bytes_per_cycle
-                                                                          : m_model.dma_engine_bytes_per_cycle;
-    if (engine_bandwidth > 0.0) result.dma_stream = weight_bytes / (engines_used * engine_bandwidth);
-    result.dma_startup = quantity_or(quantities, "dma_commands", 0.0) * m_model.dma_startup_cycles / engines_used;
-    double packet_bytes = quantity_or(quantities, "packet_bytes", 0.0);
-    if (m_model.dma_max_packet_bytes > 0.0 && packet_bytes > m_model.dma_max_packet_bytes) {
-        packet_bytes = m_model.dma_max_packet_bytes;
+    if (!m_compiled) return result;
+    const auto& spec = *m_compiled->spec;
+    std::map<std::string, double> values;
+    for (const auto& [name, fallback] : spec.quantities) {
+        auto found = quantities.find(name);
+        values[name] = found == quantities.end() || !std::isfinite(found->second) ? fallback : found->second;
     }
-    if (packet_bytes > 0.0) {
-        result.dma_packets = weight_bytes / packet_bytes * m_model.dma_packet_overhead_cycles / engines_used;
+    auto lookup = [&](const std::string& name) -> std::optional<double> {
+        if (auto found = values.find(name); found != values.end()) return found->second;
+        return m_model.variable(name);
+    };
+    for (const auto& [name, expression] : m_compiled->lets) values[name] = expression.evaluate(lookup);
+    result.overlap = spec.overlap;
+    for (std::size_t idx = 0; idx < spec.terms.size(); ++idx) {
+        const double value = m_compiled->terms[idx].evaluate(lookup);
+        result.names.push_back(spec.terms[idx].name);
+        result.groups.push_back(spec.terms[idx].group);
+        result.values.push_back(usable(value) ? value : 0.0);
     }
-    result.pass_issue = quantity_or(quantities, "passes", 0.0) * m_model.pass_issue_cycles / slices;
     return result;
 }
 
@@ -141,7 +223,7 @@ void CostModel::refit(const std::string& family) {
     // What the correction leaves unexplained, attributed to parameter values: one indicator per
     // "NAME=value" seen in a measured design, ridge-shrunk towards "no effect" (lambda 1 in log
     // units), so that a value measured once moves the ranking by half its residual at most.
-    std::map<std::string, Eigen::Index> columns;
+    std::map<std::string, std::size_t> columns;
     std::vector<const Point*> rows;
     for (const auto& point : points) {
         if (point.params.empty()) continue;
@@ -150,23 +232,20 @@ void CostModel::refit(const std::string& family) {
     }
     m_param_effects.erase(family);
     if (rows.size() < 3 || columns.empty()) return;
-    Eigen::Index column = 0;
+    std::size_t column = 0;
     for (auto& [key, index] : columns) index = column++;
-    Eigen::MatrixXd features = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(rows.size()), column);
-    Eigen::VectorXd residuals(static_cast<Eigen::Index>(rows.size()));
+    numerics::Matrix features(rows.size(), column);
+    std::vector<double> residuals(rows.size());
     for (std::size_t row = 0; row < rows.size(); ++row) {
         const Point& point = *rows[row];
-        const auto row_index = static_cast<Eigen::Index>(row);
-        residuals(row_index) = point.log_ratio - (fit.offset + fit.slope * (point.log_predicted - fit.centre));
-        for (const auto& [name, value] : point.params) features(row_index, columns[param_key(name, value)]) = 1.0;
+        residuals[row] = point.log_ratio - (fit.offset + fit.slope * (point.log_predicted - fit.centre));
+        for (const auto& [name, value] : point.params) features(row, columns[param_key(name, value)]) = 1.0;
     }
     const double lambda = 1.0;
-    Eigen::MatrixXd normal = features.transpose() * features;
-    normal.diagonal().array() += lambda;
-    const Eigen::VectorXd weights = normal.ldlt().solve(features.transpose() * residuals);
+    const std::vector<double> weights = numerics::solve_ridge(features, residuals, lambda);
     auto& effects = m_param_effects[family];
     for (const auto& [key, index] : columns) {
-        if (std::isfinite(weights(index))) effects[key] = weights(index);
+        if (std::isfinite(weights[index])) effects[key] = weights[index];
     }
 }
 

@@ -7,11 +7,13 @@
 // log residual (ridge regression on the parameter values of the family's measured designs). It
 // only ranks candidates; the judge decides.
 //
-// Quantities it reads (templates name them like the toolchain's diagnostics; any may be absent):
-//   weight_bytes, dma_commands, passes, packet_bytes, engine_index (engines - 1), slice (highest slice
-//   index), clusters (clusters streaming weights)
+// The roofline terms, the quantities they read and the combine rule are the target's data
+// (knowledge/<target>/cost_model.yaml, attached to the hardware model): expressions over a
+// design's template quantities and the fitted hardware parameters (hw.NAME). A model without a
+// declaration predicts nothing.
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,19 +22,21 @@
 
 namespace npuopt::search {
 
-/// The roofline terms of one design, in cycles (0 when a term's inputs are unknown).
+/// The roofline terms of one design, in cycles (0 when a term's inputs are unknown), in the
+/// order the target declares them.
 struct CostTerms {
-    double hbm = 0.0;          ///< weight bytes / sustained HBM bandwidth (the weight-movement minimum)
-    double dma_stream = 0.0;   ///< weight bytes / (engines used × one engine's bandwidth)
-    double dma_startup = 0.0;  ///< DMA commands × startup / engines used
-    double dma_packets = 0.0;  ///< packets × per-packet overhead / engines used
-    double pass_issue = 0.0;   ///< passes × issue cost / slices used
+    std::vector<std::string> names;
+    std::vector<double> values;
+    std::vector<std::string> groups;  ///< terms of one group add up before combining
+    double overlap = 0.1;
 
-    /// Overlapped estimate: the largest term plus a tenth of the others.
+    /// Overlapped estimate: the largest group plus `overlap` times the others.
     double combined() const;
-    /// Name of the largest term ("hbm", "dma_stream", ...), "" when all are 0.
+    /// Name of the largest term, "" when all are 0 (ties: the first by name).
     std::string dominant() const;
     std::map<std::string, double> as_map() const;
+    /// The term named `name`, 0 when there is none.
+    double value(const std::string& name) const;
 };
 
 /// The key of a parameter value in CostModel::param_effects ("NAME=value").
@@ -41,8 +45,14 @@ std::string param_key(const std::string& name, double value);
 /// Predicts cycles and learns a per-family correction.
 class CostModel {
 public:
-    CostModel() = default;
-    explicit CostModel(knowledge::HardwareModel model) : m_model(std::move(model)) {}
+    CostModel();
+    /// Compiles the model's declared cost terms (none when the target declares none).
+    explicit CostModel(knowledge::HardwareModel model);
+    CostModel(const CostModel&);
+    CostModel& operator=(const CostModel&);
+    CostModel(CostModel&&) noexcept;
+    CostModel& operator=(CostModel&&) noexcept;
+    ~CostModel();
 
     CostTerms terms(const std::map<std::string, double>& quantities) const;
     /// Uncorrected prediction; nullopt when the quantities say nothing the model can use.
@@ -63,12 +73,16 @@ public:
     Correction correction(const std::string& family) const;
 
     const knowledge::HardwareModel& hardware() const { return m_model; }
+    /// The declaration of the term named `name`, or nullptr.
+    const config::CostTermSpec* term_spec(const std::string& name) const;
 
 private:
     struct Point { double log_predicted; double log_ratio; std::map<std::string, double> params; };
     void refit(const std::string& family);
 
+    struct Compiled;
     knowledge::HardwareModel m_model;
+    std::unique_ptr<Compiled> m_compiled;
     std::map<std::string, std::vector<Point>> m_points;
     std::map<std::string, Correction> m_corrections;
     std::map<std::string, std::map<std::string, double>> m_param_effects;

@@ -11,23 +11,6 @@ namespace npuopt::search {
 
 namespace {
 
-/// The quantities each roofline term is computed from (for the analyst's words).
-const std::map<std::string, std::string> k_term_levers = {
-    {"hbm", "weight_bytes (the weight-movement minimum: nothing to gain within the family)"},
-    {"dma_stream", "more engines in use (engine_index, clusters)"},
-    {"dma_startup", "fewer DMA commands (dma_commands) or more engines in use"},
-    {"dma_packets", "larger packets (packet_bytes)"},
-    {"pass_issue", "fewer passes (passes) or more slices in use (slice)"},
-};
-
-const std::map<std::string, std::vector<std::string>> k_term_quantities = {
-    {"hbm", {"weight_bytes"}},
-    {"dma_stream", {"engine_index", "clusters"}},
-    {"dma_startup", {"dma_commands"}},
-    {"dma_packets", {"packet_bytes"}},
-    {"pass_issue", {"passes"}},
-};
-
 const Template* find_template(const SearchContext& context, const std::string& name) {
     for (const auto& tmpl : context.templates) {
         if (tmpl->name() == name) return tmpl.get();
@@ -366,20 +349,19 @@ Attribution attribute(const SearchContext& context) {
     attribution.dominant = attribution.terms.dominant();
     if (attribution.measured_cycles > 0.0 && attribution.explained < 0.5) attribution.dominant = "unexplained";
     if (attribution.dominant.empty()) attribution.dominant = "unexplained";
-    auto quantities_of = k_term_quantities.find(attribution.dominant);
-    if (quantities_of != k_term_quantities.end()) attribution.reduce = quantities_of->second;
+    const config::CostTermSpec* dominant_term = context.cost_model->term_spec(attribution.dominant);
+    if (dominant_term) attribution.reduce = dominant_term->reduce;
     std::string terms_text;
     for (const auto& [name, value] : attribution.terms.as_map()) {
         if (value <= 0.0) continue;
         terms_text += fmt::format("{}{} {:.0f}", terms_text.empty() ? "" : ", ", name, value);
     }
-    auto lever = k_term_levers.find(attribution.dominant);
     attribution.text = fmt::format(
         "champion {:.0f} cycles{}; model terms: {}; model explains {:.0f}%; dominant: {}{}", attribution.measured_cycles,
         attribution.sol_ratio > 0 ? fmt::format(" ({:.2f}× the weight-movement minimum)", attribution.sol_ratio) : "",
         terms_text.empty() ? "none" : terms_text, 100.0 * attribution.explained, attribution.dominant,
-        lever == k_term_levers.end() ? " (overlap, stalls or penalties the model does not see)"
-                                     : " → " + lever->second);
+        !dominant_term || dominant_term->lever.empty() ? " (overlap, stalls or penalties the model does not see)"
+                                                       : " → " + dominant_term->lever);
     return attribution;
 }
 

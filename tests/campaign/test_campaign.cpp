@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config/cost_model_config.hpp"
 #include "campaign/driver.hpp"
 #include "campaign/lock.hpp"
 #include "core/error.hpp"
@@ -149,10 +151,11 @@ campaign::CampaignOptions toy_options(const std::filesystem::path& dir) {
 
 knowledge::HardwareModel toy_model() {
     knowledge::HardwareModel model;
-    model.sustained_bytes_per_cycle = 1000.0;
-    model.dma_engine_bytes_per_cycle = 100.0;
-    model.dma_startup_cycles = 500.0;
-    model.pass_issue_cycles = 600.0;
+    model.set("sustained_bytes_per_cycle", 1000.0);
+    model.set("dma_engine_bytes_per_cycle", 100.0);
+    model.set("dma_startup_cycles", 500.0);
+    model.set("pass_issue_cycles", 600.0);
+    model.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     return model;
 }
 

@@ -1,10 +1,12 @@
 // Anti-gaming checks over synthetic verify lines, and the speed-of-light bound and byte count.
 
+#include <filesystem>
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
+#include "config/cost_model_config.hpp"
 #include "core/error.hpp"
 #include "eval/anti_gaming.hpp"
 #include "eval/speed_of_light.hpp"
@@ -153,16 +155,17 @@ TEST_CASE("kernel_min_bytes counts weights inputs and outputs at their dtype wid
 
 TEST_CASE("speed of light: bytes over the upper end of the bandwidth interval / tolerance") {
     npuopt::knowledge::HardwareModel model;
+    model.cost_model = std::make_shared<npuopt::config::CostModelSpec>(npuopt::config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     CHECK(speed_of_light(&model, 1e6).cycles == 0.0);  // no bandwidth known: no bound
     CHECK(speed_of_light(nullptr, 1e6).cycles == 0.0);
-    model.sustained_bytes_per_cycle = 1000.0;
+    model.set("sustained_bytes_per_cycle", 1000.0);
     CHECK(speed_of_light(&model, 1e6).cycles == doctest::Approx(1000.0));
     npuopt::knowledge::HardwareParam param;
     param.name = "sustained_bytes_per_cycle";
     param.value = 1000.0;
     param.ci95_lower = 950.0;
     param.ci95_upper = 1250.0;
-    model.params.push_back(param);
+    model.params = {param};
     const auto bound = speed_of_light(&model, 1e6);
     CHECK(bound.cycles == doctest::Approx(800.0));
     CHECK_FALSE(speed_of_light_violation(800.0, bound).has_value());

@@ -1,8 +1,10 @@
 // The cascade end to end on the fake adversarial toolchain: every stage recorded, each gaming
 // kernel rejected with its reason in the store, rules learnt and used, the race and re-validation.
 
+#include "config/cost_model_config.hpp"
 #include "test_cascade_fixture.hpp"
 
+#include <filesystem>
 #include <algorithm>
 #include <optional>
 
@@ -168,7 +170,8 @@ TEST_CASE("a candidate that does not look faster in the screen gets no race") {
 TEST_CASE("a timing below the speed-of-light bound is suspect and never accepted") {
     Campaign campaign;
     npuopt::knowledge::HardwareModel model;
-    model.sustained_bytes_per_cycle = 100.0;  // bound = 2,000,000 bytes / 100 = 20,000 cycles
+    model.set("sustained_bytes_per_cycle", 100.0);  // bound = 2,000,000 bytes / 100 = 20,000 cycles
+    model.cost_model = std::make_shared<npuopt::config::CostModelSpec>(npuopt::config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, &model, quick_config());
     auto kernel = campaign.kernel();
     kernel.min_bytes_moved = 2'000'000.0;

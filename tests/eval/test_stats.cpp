@@ -136,30 +136,30 @@ TEST_CASE("bootstrap interval is reproducible from its seed and covers the mean"
 TEST_CASE("least-squares fit matches the closed-form simple regression") {
     // y = a + b x on x = 1..5: closed forms (Python): a = 0.05, b = 0.99, se(a) = 0.198074060223,
     // se(b) = 0.0597215762238, R^2 = 0.989200645943, sigma = 0.188856206323, t(0.975, 3) = 3.18244630528.
-    Eigen::MatrixXd design(5, 2);
-    Eigen::VectorXd response(5);
+    Matrix design(5, 2);
+    std::vector<double> response(5);
     const double ys[] = {1.1, 1.9, 3.2, 3.8, 5.1};
     for (int row = 0; row < 5; ++row) {
-        design(row, 0) = 1.0;
-        design(row, 1) = row + 1.0;
-        response(row) = ys[row];
+        const auto row_idx = static_cast<std::size_t>(row);
+        design(row_idx, 0) = 1.0;
+        design(row_idx, 1) = row + 1.0;
+        response[row_idx] = ys[row];
     }
     const LinearFit fit = fit_linear(design, response);
-    CHECK(fit.coefficients(0) == doctest::Approx(0.05).epsilon(1e-10));
-    CHECK(fit.coefficients(1) == doctest::Approx(0.99).epsilon(1e-12));
-    CHECK(fit.standard_errors(0) == doctest::Approx(0.19807406022327448).epsilon(1e-10));
-    CHECK(fit.standard_errors(1) == doctest::Approx(0.05972157622389641).epsilon(1e-10));
+    CHECK(fit.coefficients[0] == doctest::Approx(0.05).epsilon(1e-10));
+    CHECK(fit.coefficients[1] == doctest::Approx(0.99).epsilon(1e-12));
+    CHECK(fit.standard_errors[0] == doctest::Approx(0.19807406022327448).epsilon(1e-10));
+    CHECK(fit.standard_errors[1] == doctest::Approx(0.05972157622389641).epsilon(1e-10));
     CHECK(fit.r_squared == doctest::Approx(0.9892006459426725).epsilon(1e-12));
     CHECK(fit.residual_sigma == doctest::Approx(0.18885620632287065).epsilon(1e-12));
     CHECK(fit.dof == 3);
-    CHECK(fit.coefficient_ci95[1].lower == doctest::Approx(0.99 - 3.18244630528371 * 0.05972157622389641));
-    CHECK(fit.coefficient_ci95[1].upper == doctest::Approx(0.99 + 3.18244630528371 * 0.05972157622389641));
+    CHECK(fit.coefficient_ci95[1].first == doctest::Approx(0.99 - 3.18244630528371 * 0.05972157622389641));
+    CHECK(fit.coefficient_ci95[1].second == doctest::Approx(0.99 + 3.18244630528371 * 0.05972157622389641));
 }
 
 TEST_CASE("least-squares fit refuses a rank-deficient or too small design") {
-    Eigen::MatrixXd collinear(4, 2);
-    collinear << 1, 2, 2, 4, 3, 6, 4, 8;
-    CHECK_THROWS_WITH_AS(fit_linear(collinear, Eigen::VectorXd::Ones(4)),
+    const Matrix collinear = Matrix::from_rows({{1, 2}, {2, 4}, {3, 6}, {4, 8}});
+    CHECK_THROWS_WITH_AS(fit_linear(collinear, std::vector<double>(4, 1.0)),
                          "fit_linear: expected X of full column rank", npuopt::Error);
-    CHECK_THROWS_AS(fit_linear(Eigen::MatrixXd::Ones(2, 2), Eigen::VectorXd::Ones(2)), npuopt::Error);
+    CHECK_THROWS_AS(fit_linear(Matrix(2, 2, 1.0), std::vector<double>(2, 1.0)), npuopt::Error);
 }

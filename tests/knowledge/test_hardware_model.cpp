@@ -8,36 +8,19 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
 
-#include "eval/stats.hpp"
+#include "numerics/robust.hpp"
+#include "config/microbench_config.hpp"
+#include "config/target_loader.hpp"
 #include "knowledge/hardware_model.hpp"
 
 using namespace npuopt;
 
 namespace {
-
-knowledge::Statistics statistics() {
-    knowledge::Statistics stats;
-    stats.median = [](std::span<const double> values) { return eval::median(values); };
-    stats.mad = [](std::span<const double> values) { return eval::mad(values); };
-    stats.fit_linear = [](const Eigen::MatrixXd& design, const Eigen::VectorXd& response) {
-        auto fit = eval::fit_linear(design, response);
-        knowledge::LinearFitSummary summary;
-        for (Eigen::Index idx = 0; idx < fit.coefficients.size(); ++idx) {
-            summary.coefficients.push_back(fit.coefficients[idx]);
-            summary.standard_errors.push_back(fit.standard_errors[idx]);
-            summary.coefficient_ci95.emplace_back(fit.coefficient_ci95[static_cast<std::size_t>(idx)].lower,
-                                                  fit.coefficient_ci95[static_cast<std::size_t>(idx)].upper);
-        }
-        summary.r_squared = fit.r_squared;
-        summary.dof = fit.dof;
-        return summary;
-    };
-    return stats;
-}
 
 /// A chip with known constants and a cost model like the simulator's.
 struct Chip {
@@ -63,8 +46,8 @@ public:
         if (status == knowledge::PointStatus::ok) {
             std::normal_distribution<double> normal(0.0, m_chip.noise_sigma);
             for (int repeat = 0; repeat < 5; ++repeat) point.cycles.push_back(std::round(cycles * std::exp(normal(m_rng))));
-            point.cycles_median = eval::median(point.cycles);
-            point.cycles_mad = eval::mad(point.cycles);
+            point.cycles_median = numerics::median(point.cycles);
+            point.cycles_mad = numerics::mad(point.cycles);
         }
         m_run.points.push_back(std::move(point));
     }
@@ -150,7 +133,16 @@ config::TargetConfig facts(const Chip& chip) {
     target.facts["clusters"] = {chip.clusters, "count", "clusters"};
     target.facts["dma_max_packet_bytes"] = {4096, "bytes", "largest packet"};
     target.facts["slices_per_cluster"] = {4, "count", "slices per cluster"};
+    target.cost_model = std::make_shared<config::CostModelSpec>(
+        config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     return target;
+}
+
+/// npu-sim's suite: its `model:` section declares the parameters these synthetic runs measure.
+const config::MicrobenchSuite& npu_sim_suite() {
+    static const auto suite =
+        config::load_microbench_suite(std::filesystem::path(NPUOPT_SOURCE_DIR) / "microbench/npu-sim/suite.yaml");
+    return suite;
 }
 
 void check_recovered(const knowledge::HardwareModel& model, const char* name, double truth, double tolerance) {
@@ -169,7 +161,7 @@ void check_recovered(const knowledge::HardwareModel& model, const char* name, do
 TEST_CASE("hardware model: fits recover a known chip from noisy synthetic measurements") {
     Chip chip;
     auto run = Synthetic(chip, 42).build();
-    auto model = knowledge::fit_hardware_model(run, facts(chip), statistics());
+    auto model = knowledge::fit_hardware_model(run, facts(chip), npu_sim_suite());
     check_recovered(model, "dma_startup_cycles", chip.startup, 0.05);
     check_recovered(model, "dma_engine_bytes_per_cycle", chip.engine_bw, 0.05);
     check_recovered(model, "dma_packet_overhead_cycles", chip.packet_overhead, 0.15);
@@ -185,8 +177,8 @@ TEST_CASE("hardware model: fits recover a known chip from noisy synthetic measur
     check_recovered(model, "vector_op_cycles", chip.vector_op, 0.08);
     check_recovered(model, "vector_elems_per_cycle", chip.vector_rate, 0.08);
     check_recovered(model, "switch_bytes_per_cycle", chip.switch_bw, 0.05);
-    CHECK(model.sustained_bytes_per_cycle == model.param("sustained_bytes_per_cycle")->value);
-    CHECK(model.weight_movement_min_cycles(1e6) == doctest::Approx(1e6 / model.sustained_bytes_per_cycle));
+    CHECK(model.value("sustained_bytes_per_cycle") == model.param("sustained_bytes_per_cycle")->value);
+    CHECK(model.weight_movement_min_cycles(1e6) == doctest::Approx(1e6 / model.value("sustained_bytes_per_cycle")));
     CHECK(model.missing.empty());
     CHECK_FALSE(model.findings.empty());  // the hang
 }
@@ -195,7 +187,8 @@ TEST_CASE("hardware model: 95% intervals contain the truth in most of many noisy
     Chip chip;
     int contained = 0, trials = 40;
     for (int trial = 0; trial < trials; ++trial) {
-        auto model = knowledge::fit_hardware_model(Synthetic(chip, 1000 + static_cast<std::uint64_t>(trial)).build(), facts(chip), statistics());
+        auto model = knowledge::fit_hardware_model(Synthetic(chip, 1000 + static_cast<std::uint64_t>(trial)).build(), facts(chip),
+                                                   npu_sim_suite());
         const auto* param = model.param("dma_startup_cycles");
         REQUIRE(param != nullptr);
         if (param->ci95_lower <= chip.startup && chip.startup <= param->ci95_upper) ++contained;
@@ -208,9 +201,9 @@ TEST_CASE("hardware model: a missing probe leaves its parameters missing / with 
     Chip chip;
     auto run = Synthetic(chip, 7).build();
     std::erase_if(run.points, [](const auto& point) { return point.measures == "pass_issue"; });
-    auto model = knowledge::fit_hardware_model(run, facts(chip), statistics());
+    auto model = knowledge::fit_hardware_model(run, facts(chip), npu_sim_suite());
     CHECK(model.param("pass_issue_cycles") == nullptr);
-    CHECK(model.pass_issue_cycles == 0.0);
+    CHECK(model.value("pass_issue_cycles") == 0.0);
     REQUIRE_FALSE(model.missing.empty());
     CHECK(model.missing.front().find("pass_issue_cycles") != std::string::npos);
 }
@@ -218,11 +211,11 @@ TEST_CASE("hardware model: a missing probe leaves its parameters missing / with 
 TEST_CASE("hardware model: JSON and knowledge entries carry every parameter") {
     Chip chip;
     auto run = Synthetic(chip, 3).build();
-    auto model = knowledge::fit_hardware_model(run, facts(chip), statistics());
+    auto model = knowledge::fit_hardware_model(run, facts(chip), npu_sim_suite());
     auto copy = knowledge::hardware_model_from_json(knowledge::to_json(model));
     CHECK(copy.params.size() == model.params.size());
-    CHECK(copy.dma_startup_cycles == model.dma_startup_cycles);
-    CHECK(copy.sustained_bytes_per_cycle == model.sustained_bytes_per_cycle);
+    CHECK(copy.value("dma_startup_cycles") == model.value("dma_startup_cycles"));
+    CHECK(copy.value("sustained_bytes_per_cycle") == model.value("sustained_bytes_per_cycle"));
     CHECK(copy.findings == model.findings);
 
     auto entries = knowledge::hardware_knowledge_entries(model, run, 5);
@@ -242,17 +235,18 @@ TEST_CASE("hardware model: JSON and knowledge entries carry every parameter") {
 TEST_CASE("hardware model: recorded in a campaign store / it loads back for its toolchain version only") {
     Chip chip;
     auto run = Synthetic(chip, 11).build();
-    auto model = knowledge::fit_hardware_model(run, facts(chip), statistics());
+    auto model = knowledge::fit_hardware_model(run, facts(chip), npu_sim_suite());
     const auto file = std::filesystem::temp_directory_path() / fmt::format("npuopt-test-hw-{}.db", ::getpid());
     std::filesystem::remove(file);
     {
         auto store = store::CampaignStore::open(file);
         CHECK(knowledge::record_hardware_model(store, model, run) > model.params.size());
-        auto loaded = knowledge::load_hardware_model(store, "synthetic", "2.0.0");
+        auto loaded = knowledge::load_hardware_model(store, facts(chip), "2.0.0");
         REQUIRE(loaded.has_value());
-        CHECK(loaded->sustained_bytes_per_cycle == model.sustained_bytes_per_cycle);
+        CHECK(loaded->value("sustained_bytes_per_cycle") == model.value("sustained_bytes_per_cycle"));
+        CHECK(loaded->cost_model != nullptr);
         CHECK(loaded->params.size() == model.params.size());
-        CHECK_FALSE(knowledge::load_hardware_model(store, "synthetic", "2.1.0").has_value());
+        CHECK_FALSE(knowledge::load_hardware_model(store, facts(chip), "2.1.0").has_value());
         std::size_t params = 0;
         for (const auto& entry : store.list_knowledge("synthetic")) params += entry.kind == "hardware_param";
         CHECK(params == model.params.size());
@@ -260,4 +254,36 @@ TEST_CASE("hardware model: recorded in a campaign store / it loads back for its 
     std::filesystem::remove(file);
     std::filesystem::remove(file.string() + "-wal");
     std::filesystem::remove(file.string() + "-shm");
+}
+
+TEST_CASE("hardware model: refitting a recorded npu-sim run reproduces the values fitted before the model became data") {
+    // tests/data/npu-sim-fit: a `bench kb` run of npu-sim (run.json) and the model the fixed-struct
+    // fits of src/knowledge/ made of it (model.json); the suite's `model:` section must match them.
+    const std::filesystem::path data = NPUOPT_TEST_DATA_DIR "/npu-sim-fit";
+    auto read_json = [](const std::filesystem::path& file) {
+        std::ifstream in(file);
+        REQUIRE(in.good());
+        return nlohmann::json::parse(in);
+    };
+    const auto run = knowledge::microbench_run_from_json(read_json(data / "run.json"));
+    const auto before = knowledge::hardware_model_from_json(read_json(data / "model.json"));
+    const auto target = config::load_target_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/target.yaml");
+    const auto model = knowledge::fit_hardware_model(run, target, npu_sim_suite());
+    REQUIRE(model.params.size() == before.params.size());
+    for (std::size_t idx = 0; idx < model.params.size(); ++idx) {
+        const auto& now = model.params[idx];
+        const auto& then = before.params[idx];
+        INFO(then.name);
+        CHECK(now.name == then.name);
+        CHECK(now.unit == then.unit);
+        CHECK(now.value == then.value);  // bit for bit: the same arithmetic in the same order
+        CHECK(now.ci95_lower == doctest::Approx(then.ci95_lower).epsilon(1e-12));
+        CHECK(now.ci95_upper == doctest::Approx(then.ci95_upper).epsilon(1e-12));
+        CHECK(now.r_squared.has_value() == then.r_squared.has_value());
+        if (now.r_squared && then.r_squared) CHECK(*now.r_squared == doctest::Approx(*then.r_squared).epsilon(1e-12));
+        CHECK(now.points == then.points);
+        CHECK(now.source == then.source);
+    }
+    CHECK(model.findings == before.findings);
+    CHECK(model.missing == before.missing);
 }

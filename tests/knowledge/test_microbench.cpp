@@ -12,7 +12,7 @@
 
 #include "config/microbench_config.hpp"
 #include "core/error.hpp"
-#include "eval/stats.hpp"
+#include "numerics/robust.hpp"
 #include "knowledge/microbench.hpp"
 
 namespace fs = std::filesystem;
@@ -36,26 +36,6 @@ struct ScratchDir {
         return path / name;
     }
 };
-
-knowledge::Statistics test_statistics() {
-    knowledge::Statistics stats;
-    stats.median = [](std::span<const double> values) { return eval::median(values); };
-    stats.mad = [](std::span<const double> values) { return eval::mad(values); };
-    stats.fit_linear = [](const Eigen::MatrixXd& design, const Eigen::VectorXd& response) {
-        auto fit = eval::fit_linear(design, response);
-        knowledge::LinearFitSummary summary;
-        for (Eigen::Index idx = 0; idx < fit.coefficients.size(); ++idx) {
-            summary.coefficients.push_back(fit.coefficients[idx]);
-            summary.standard_errors.push_back(fit.standard_errors[idx]);
-            summary.coefficient_ci95.emplace_back(fit.coefficient_ci95[static_cast<std::size_t>(idx)].lower,
-                                                  fit.coefficient_ci95[static_cast<std::size_t>(idx)].upper);
-        }
-        summary.r_squared = fit.r_squared;
-        summary.dof = fit.dof;
-        return summary;
-    };
-    return stats;
-}
 
 const char* k_template = "fn probe() { let (a, b) = (${bytes}, ${packet}); }\nnpu::kernels! { ${kernel} => probe }\n";
 
@@ -211,7 +191,7 @@ knowledge::MicrobenchOptions fake_options(const ScratchDir& dir) {
 
 TEST_CASE("microbench runner: every point is measured with its repeats / median and MAD") {
     ScratchDir dir;
-    auto run = knowledge::run_microbench_suite(fake_target("ok"), fake_suite(dir, false, 10), test_statistics(), fake_options(dir));
+    auto run = knowledge::run_microbench_suite(fake_target("ok"), fake_suite(dir, false, 10), fake_options(dir));
     CHECK(run.target == "fakechip");
     REQUIRE(run.points.size() == 3);
     for (std::size_t idx = 0; idx < run.points.size(); ++idx) {
@@ -232,7 +212,7 @@ TEST_CASE("microbench runner: every point is measured with its repeats / median 
 
 TEST_CASE("microbench runner: transient failures are retried / then recorded as failed") {
     ScratchDir dir;
-    auto run = knowledge::run_microbench_suite(fake_target("transient"), fake_suite(dir, false, 10), test_statistics(),
+    auto run = knowledge::run_microbench_suite(fake_target("transient"), fake_suite(dir, false, 10),
                                                fake_options(dir));
     for (const auto& point : run.points) {
         CHECK(point.status == knowledge::PointStatus::failed);
@@ -242,7 +222,7 @@ TEST_CASE("microbench runner: transient failures are retried / then recorded as 
 
 TEST_CASE("microbench runner: a hang is a timeout / and a monotone probe skips the larger points") {
     ScratchDir dir;
-    auto run = knowledge::run_microbench_suite(fake_target("hang"), fake_suite(dir, true, 0.5), test_statistics(),
+    auto run = knowledge::run_microbench_suite(fake_target("hang"), fake_suite(dir, true, 0.5),
                                                fake_options(dir));
     REQUIRE(run.points.size() == 3);
     CHECK(run.points[0].status == knowledge::PointStatus::timed_out);
@@ -255,6 +235,54 @@ TEST_CASE("microbench runner: an unknown probe name is invalid input") {
     ScratchDir dir;
     auto options = fake_options(dir);
     options.only_probes = {"nope"};
-    CHECK_THROWS_AS(knowledge::run_microbench_suite(fake_target("ok"), fake_suite(dir, false, 10), test_statistics(), options),
+    CHECK_THROWS_AS(knowledge::run_microbench_suite(fake_target("ok"), fake_suite(dir, false, 10), options),
                     Error);
+}
+
+TEST_CASE("microbench suite: model entries parse / their errors name file, line and key") {
+    ScratchDir dir;
+    dir.write("dma.rs", k_template);
+    const std::string model = std::string(k_suite) + R"(model:
+  - form: linear
+    measures: dma_single_engine
+    response: cycles
+    terms: ["1", bytes]
+    params:
+      - {name: startup, unit: cycles, coefficient: 0}
+      - {name: rate, unit: bytes/cycle, coefficient: 1, transform: reciprocal}
+)";
+    auto suite = config::load_microbench_suite(dir.write("suite.yaml", model));
+    REQUIRE(suite.model.size() == 1);
+    CHECK(suite.model[0].form == config::ModelForm::linear);
+    CHECK(suite.model[0].terms.size() == 2);
+    CHECK(suite.model[0].params[1].reciprocal);
+    CHECK(config::declared_param_names(suite.model) == std::vector<std::string>{"startup", "rate"});
+    SUBCASE("an unknown form") {
+        std::string text = model;
+        text.replace(text.find("form: linear"), 12, "form: cubic");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("suite.yaml:13:") != std::string::npos);
+        CHECK(message.find("model[0].form") != std::string::npos);
+    }
+    SUBCASE("a coefficient the terms do not have") {
+        std::string text = model;
+        text.replace(text.find("coefficient: 1"), 14, "coefficient: 2");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("suite.yaml:19:") != std::string::npos);
+        CHECK(message.find("model[0].params[1].coefficient") != std::string::npos);
+    }
+    SUBCASE("a key of another form") {
+        std::string text = model;
+        text.replace(text.find("    response: cycles"), 0, "    knee: 0.5\n");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("model[0].knee") != std::string::npos);
+        CHECK(message.find("not a key of a linear entry") != std::string::npos);
+    }
+    SUBCASE("a parameter declared twice") {
+        std::string text = model;
+        text.replace(text.find("name: rate"), 10, "name: startup");
+        auto message = error_message([&] { config::load_microbench_suite(dir.write("suite.yaml", text)); });
+        CHECK(message.find("model[0].params[1].name") != std::string::npos);
+        CHECK(message.find("declared twice") != std::string::npos);
+    }
 }

@@ -1,7 +1,9 @@
+#include <filesystem>
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <functional>
 #include <map>
 #include <set>
@@ -9,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "config/cost_model_config.hpp"
 #include "config/target_loader.hpp"
 #include "config/template_config.hpp"
 #include "core/error.hpp"
@@ -46,11 +49,12 @@ std::string error_of(const std::function<void()>& action) {
 
 knowledge::HardwareModel synthetic_model() {
     knowledge::HardwareModel model;
-    model.sustained_bytes_per_cycle = 1000.0;
-    model.dma_engine_bytes_per_cycle = 100.0;
-    model.dma_startup_cycles = 500.0;
-    model.pass_issue_cycles = 600.0;
-    model.clusters = 1.0;
+    model.set("sustained_bytes_per_cycle", 1000.0);
+    model.set("dma_engine_bytes_per_cycle", 100.0);
+    model.set("dma_startup_cycles", 500.0);
+    model.set("pass_issue_cycles", 600.0);
+    model.set("clusters", 1.0);
+    model.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     return model;
 }
 
@@ -345,10 +349,10 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     auto analyst = search::make_analyst();
     auto proposals = analyst->propose(context);
     REQUIRE_FALSE(proposals.empty());
-    CHECK(model.terms(proposals.front().design.quantities).dma_startup < attribution.terms.dma_startup);
+    CHECK(model.terms(proposals.front().design.quantities).value("dma_startup") < attribution.terms.value("dma_startup"));
     CHECK(proposals.front().reason.find("shrink dma_startup") != std::string::npos);
     for (const auto& proposal : proposals) {
-        bool shrinks = model.terms(proposal.design.quantities).dma_startup < attribution.terms.dma_startup;
+        bool shrinks = model.terms(proposal.design.quantities).value("dma_startup") < attribution.terms.value("dma_startup");
         bool invisible = proposal.design.quantities == context.champion->quantities;
         CHECK((shrinks || invisible));
     }
@@ -364,7 +368,7 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     int shrinking = 0;
     for (const auto& proposal : mixed) {
         if (proposal.design.quantities == context.champion->quantities) continue;
-        CHECK(model.terms(proposal.design.quantities).dma_startup < unexplained.terms.dma_startup);
+        CHECK(model.terms(proposal.design.quantities).value("dma_startup") < unexplained.terms.value("dma_startup"));
         CHECK(proposal.reason.find("shrink dma_startup") != std::string::npos);
         ++shrinking;
     }
@@ -553,4 +557,101 @@ TEST_CASE("tree and champion path round-trip through the store") {
     CHECK(trees.current_champion("toy")->design_id == child);
     CHECK(trees.champion_path("toy", true).size() == 3);
     CHECK(trees.champion_path("toy").size() == 2);
+}
+
+namespace {
+
+/// The roofline as src/search/cost_model.cpp computed it before the terms became npu-sim's data.
+std::map<std::string, double> reference_terms(const knowledge::HardwareModel& hw, const std::map<std::string, double>& q) {
+    auto get = [&](const char* name, double fallback) {
+        auto found = q.find(name);
+        return found == q.end() || !std::isfinite(found->second) ? fallback : found->second;
+    };
+    std::map<std::string, double> terms = {{"hbm", 0.0}, {"dma_stream", 0.0}, {"dma_startup", 0.0}, {"dma_packets", 0.0}, {"pass_issue", 0.0}};
+    const double weight_bytes = get("weight_bytes", 0.0);
+    const double engines = std::max(1.0, get("engine_index", 0.0) + 1.0);
+    const double slices = std::max(1.0, get("slice", 0.0) + 1.0);
+    const double engines_used = engines * std::max(1.0, get("clusters", 1.0));
+    if (hw.value("sustained_bytes_per_cycle") > 0.0) terms["hbm"] = weight_bytes / hw.value("sustained_bytes_per_cycle");
+    const double bandwidth = hw.value("dma_effective_bytes_per_cycle") > 0.0 ? hw.value("dma_effective_bytes_per_cycle")
+                                                                             : hw.value("dma_engine_bytes_per_cycle");
+    if (bandwidth > 0.0) terms["dma_stream"] = weight_bytes / (engines_used * bandwidth);
+    terms["dma_startup"] = get("dma_commands", 0.0) * hw.value("dma_startup_cycles") / engines_used;
+    double packet = get("packet_bytes", 0.0);
+    if (hw.value("dma_max_packet_bytes") > 0.0 && packet > hw.value("dma_max_packet_bytes")) packet = hw.value("dma_max_packet_bytes");
+    if (packet > 0.0) terms["dma_packets"] = weight_bytes / packet * hw.value("dma_packet_overhead_cycles") / engines_used;
+    terms["pass_issue"] = get("passes", 0.0) * hw.value("pass_issue_cycles") / slices;
+    return terms;
+}
+
+}  // namespace
+
+TEST_CASE("cost model: npu-sim's declared terms give the predictions of the former fixed roofline") {
+    knowledge::HardwareModel hw;
+    hw.set("sustained_bytes_per_cycle", 1000.0);
+    hw.set("dma_engine_bytes_per_cycle", 100.0);
+    hw.set("dma_effective_bytes_per_cycle", 80.0);
+    hw.set("dma_startup_cycles", 500.0);
+    hw.set("dma_packet_overhead_cycles", 4.0);
+    hw.set("dma_max_packet_bytes", 4096.0);
+    hw.set("pass_issue_cycles", 600.0);
+    hw.cost_model = std::make_shared<config::CostModelSpec>(
+        config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
+    search::CostModel model(hw);
+
+    // By hand: 8 engines in use (4 per cluster, 2 clusters), 8 slices, packets capped at 4096.
+    std::map<std::string, double> quantities = {{"weight_bytes", 1e6}, {"dma_commands", 100}, {"passes", 50},
+                                                {"packet_bytes", 8192}, {"engine_index", 3}, {"slice", 7},
+                                                {"clusters", 2}};
+    const auto terms = model.terms(quantities);
+    CHECK(terms.value("hbm") == 1000.0);
+    CHECK(terms.value("dma_stream") == 1562.5);
+    CHECK(terms.value("dma_startup") == 6250.0);
+    CHECK(terms.value("dma_packets") == 122.0703125);
+    CHECK(terms.value("pass_issue") == 3750.0);
+    // Largest group (dma_startup + dma_packets = 6372.0703125) plus a tenth of the others (6312.5).
+    CHECK(terms.combined() == doctest::Approx(7003.3203125).epsilon(1e-15));
+    CHECK(terms.dominant() == "dma_startup");
+    REQUIRE(model.term_spec("dma_packets") != nullptr);
+    CHECK(model.term_spec("dma_packets")->reduce == std::vector<std::string>{"packet_bytes"});
+
+    // Bit for bit the former roofline over many designs, including absent and unusable quantities.
+    std::mt19937_64 random(17);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int trial = 0; trial < 500; ++trial) {
+        std::map<std::string, double> q;
+        auto maybe = [&](const char* name, double value) {
+            const double pick = unit(random);
+            if (pick < 0.1) return;
+            q[name] = pick < 0.15 ? std::nan("") : value;
+        };
+        maybe("weight_bytes", std::floor(unit(random) * 5e7));
+        maybe("dma_commands", std::floor(unit(random) * 5000));
+        maybe("passes", std::floor(unit(random) * 2000));
+        maybe("packet_bytes", std::pow(2.0, std::floor(unit(random) * 6) + 9));
+        maybe("engine_index", std::floor(unit(random) * 8));
+        maybe("slice", std::floor(unit(random) * 16));
+        maybe("clusters", std::floor(unit(random) * 3));
+        const auto reference = reference_terms(hw, q);
+        const auto now = model.terms(q).as_map();
+        INFO(trial);
+        CHECK(now == reference);
+        const std::vector<double> groups = {reference.at("hbm"), reference.at("dma_stream"),
+                                            reference.at("dma_startup") + reference.at("dma_packets"), reference.at("pass_issue")};
+        const double largest = *std::max_element(groups.begin(), groups.end());
+        double total = 0.0;
+        for (double value : groups) total += value;
+        CHECK(model.terms(q).combined() == largest + 0.1 * (total - largest));
+    }
+}
+
+TEST_CASE("cost model: a term reading an undeclared quantity is an error naming file, line and key") {
+    ScratchDir dir;
+    write_text(dir.path / "cost_model.yaml", "version: 1\nquantities: {bytes: 0}\nterms:\n  stream: {expression: \"bytes / hw.rate + loads\"}\n");
+    knowledge::HardwareModel hw;
+    hw.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(dir.path / "cost_model.yaml"));
+    auto message = error_of([&] { search::CostModel model(hw); });
+    CHECK(message.find("cost_model.yaml:4:") != std::string::npos);
+    CHECK(message.find("terms.stream.expression") != std::string::npos);
+    CHECK(message.find("'loads'") != std::string::npos);
 }

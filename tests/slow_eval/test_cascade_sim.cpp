@@ -2,8 +2,10 @@
 // tests/data/adversarial: each one rejected with the right reason recorded in the store.
 // Skips cleanly when npuc is not built (${NPUOPT_BUILD_DIR}/npu-sim/1.0/bin/npuc).
 
+#include "config/cost_model_config.hpp"
 #include "../eval/test_cascade_fixture.hpp"
 
+#include <filesystem>
 #include <algorithm>
 #include <fstream>
 #include <regex>
@@ -178,7 +180,8 @@ TEST_CASE("npu-sim: an honest first design passes and becomes champion / below t
     }
     // A hardware model that believes in 1 byte/cycle puts the bound above the baseline's cycles.
     npuopt::knowledge::HardwareModel model;
-    model.sustained_bytes_per_cycle = 1.0;
+    model.set("sustained_bytes_per_cycle", 1.0);
+    model.cost_model = std::make_shared<npuopt::config::CostModelSpec>(npuopt::config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     Cascade cascade(*campaign.toolchain, campaign.store, &campaign.rules, &model, sim_config());
     const auto kernel = campaign.kernel();
     CHECK(cascade.speed_of_light_cycles(kernel) > 30000.0);

@@ -13,7 +13,7 @@
 
 #include "config/microbench_config.hpp"
 #include "config/target_loader.hpp"
-#include "eval/stats.hpp"
+#include "numerics/robust.hpp"
 #include "knowledge/hardware_model.hpp"
 #include "knowledge/microbench.hpp"
 
@@ -30,26 +30,6 @@ std::optional<fs::path> find_npuc() {
         if (fs::exists(candidate)) return candidate;
     }
     return std::nullopt;
-}
-
-knowledge::Statistics statistics() {
-    knowledge::Statistics stats;
-    stats.median = [](std::span<const double> values) { return eval::median(values); };
-    stats.mad = [](std::span<const double> values) { return eval::mad(values); };
-    stats.fit_linear = [](const Eigen::MatrixXd& design, const Eigen::VectorXd& response) {
-        auto fit = eval::fit_linear(design, response);
-        knowledge::LinearFitSummary summary;
-        for (Eigen::Index idx = 0; idx < fit.coefficients.size(); ++idx) {
-            summary.coefficients.push_back(fit.coefficients[idx]);
-            summary.standard_errors.push_back(fit.standard_errors[idx]);
-            summary.coefficient_ci95.emplace_back(fit.coefficient_ci95[static_cast<std::size_t>(idx)].lower,
-                                                  fit.coefficient_ci95[static_cast<std::size_t>(idx)].upper);
-        }
-        summary.r_squared = fit.r_squared;
-        summary.dof = fit.dof;
-        return summary;
-    };
-    return stats;
 }
 
 }  // namespace
@@ -78,7 +58,7 @@ TEST_CASE("microbench on npu-sim: a small DMA sweep fits a line / and a long sam
     }
     knowledge::MicrobenchOptions options;
     options.only_probes = {"dma_engine", "bank_hang"};
-    auto run = knowledge::run_microbench_suite(target, suite, statistics(), options);
+    auto run = knowledge::run_microbench_suite(target, suite, options);
     CHECK(run.toolchain_name == "npuc");
     for (const auto& point : run.points) {
         INFO(point.probe, " ", point.message);
@@ -96,11 +76,11 @@ TEST_CASE("microbench on npu-sim: a small DMA sweep fits a line / and a long sam
     CHECK(hang[1]->status == knowledge::PointStatus::timed_out);
     CHECK(hang[2]->status == knowledge::PointStatus::skipped);
 
-    auto model = knowledge::fit_hardware_model(run, target, statistics());
+    auto model = knowledge::fit_hardware_model(run, target, suite);
     const auto* startup = model.param("dma_startup_cycles");
     REQUIRE(startup != nullptr);
     CHECK(startup->value > 0);
     CHECK(startup->r_squared.value_or(0) > 0.99);
-    CHECK(model.dma_engine_bytes_per_cycle > 0);
-    CHECK(model.bank_hang_run == 512);
+    CHECK(model.value("dma_engine_bytes_per_cycle") > 0);
+    CHECK(model.value("bank_hang_run") == 512);
 }

@@ -35,7 +35,6 @@
 #include "config/microbench_config.hpp"
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
-#include "eval/stats.hpp"
 #include "knowledge/hardware_model.hpp"
 #include "knowledge/microbench.hpp"
 #include "rules_bench.hpp"
@@ -48,27 +47,6 @@ using namespace npuopt;
 namespace {
 
 constexpr double k_goal_relative_error = 0.05;
-
-/// The statistics of eval/ in the shape knowledge/ asks for.
-knowledge::Statistics make_statistics() {
-    knowledge::Statistics stats;
-    stats.median = [](std::span<const double> values) { return eval::median(values); };
-    stats.mad = [](std::span<const double> values) { return eval::mad(values); };
-    stats.fit_linear = [](const Eigen::MatrixXd& design, const Eigen::VectorXd& response) {
-        eval::LinearFit fit = eval::fit_linear(design, response);
-        knowledge::LinearFitSummary summary;
-        for (Eigen::Index idx = 0; idx < fit.coefficients.size(); ++idx) {
-            summary.coefficients.push_back(fit.coefficients[idx]);
-            summary.standard_errors.push_back(fit.standard_errors[idx]);
-            summary.coefficient_ci95.emplace_back(fit.coefficient_ci95[static_cast<std::size_t>(idx)].lower,
-                                                  fit.coefficient_ci95[static_cast<std::size_t>(idx)].upper);
-        }
-        summary.r_squared = fit.r_squared;
-        summary.dof = fit.dof;
-        return summary;
-    };
-    return stats;
-}
 
 std::string read_text(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
@@ -212,7 +190,6 @@ bool run_hardware_section(const Options& options, const config::TargetConfig& ta
     const fs::path source_dir = NPUOPT_SOURCE_DIR;
     const fs::path sim_dir = source_dir / "tools" / "npu-sim";
     const auto suite = config::load_microbench_suite(target.microbench_dir / "suite.yaml");
-    const auto stats = make_statistics();
 
     knowledge::MicrobenchOptions run_options;
     run_options.parallel = options.parallel;
@@ -227,8 +204,8 @@ bool run_hardware_section(const Options& options, const config::TargetConfig& ta
         };
     }
     const auto start = std::chrono::steady_clock::now();
-    const auto run = knowledge::run_microbench_suite(target, suite, stats, run_options);
-    const auto model = knowledge::fit_hardware_model(run, target, stats);
+    const auto run = knowledge::run_microbench_suite(target, suite, run_options);
+    const auto model = knowledge::fit_hardware_model(run, target, suite);
     const double build_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.store) {
         auto store = store::CampaignStore::open(*options.store);
