@@ -26,9 +26,9 @@ THIRD_PARTY = {
     "curl": (re.compile(r"^curl/"), {"llm"}),
     "yaml-cpp": (re.compile(r"^yaml-cpp/"), {"config"}),
     "CLI11": (re.compile(r"^CLI/"), {"cli"}),
-    "Eigen": (re.compile(r"^Eigen/"), {"numerics", "eval", "knowledge", "search"}),
+    "Eigen": (re.compile(r"^Eigen/"), {"numerics"}),
     "cmark-gfm": (re.compile(r"^cmark"), {"knowledge"}),
-    "muparser": (re.compile(r"^muParser"), {"config", "search", "knowledge"}),
+    "muparser": (re.compile(r"^muParser"), {"numerics", "search"}),
 }
 DEPS = re.compile(r'^set\(deps_([a-z_]+)((?:\s+[^)\s]+)*)\s*\)', re.M)
 LAYERS = re.compile(r'^set\(NPUOPT_LAYERS((?:\s+[a-z_]+)+)\s*\)', re.M)
