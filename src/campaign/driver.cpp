@@ -116,7 +116,7 @@ struct CampaignDriver::Impl {
         // that declares no quantities (the baseline) falls back to the toolchain's static schedule.
         std::optional<double> predicted;
         if (!kernel.champion->is_baseline) {
-            predicted = kernel.search.cost_model().predict(kernel.champion->family, quantities_of(*kernel.champion),
+            predicted = kernel.search.cost_model().predict(kernel.champion->family, kernel.champion->quantities_and_features(),
                                                            &kernel.champion->params);
         }
         champion.candidate = records.candidate_of(*kernel.champion, kernel.champion_design_id, predicted);

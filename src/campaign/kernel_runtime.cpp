@@ -39,10 +39,4 @@ std::string KernelRuntime::family_of(const std::string& template_name) const {
     return found == templates_by_name.end() ? template_name : found->second->family();
 }
 
-std::map<std::string, double> quantities_of(const search::Design& design) {
-    auto quantities = design.quantities;
-    for (const auto& [name, value] : design.features) quantities.emplace(name, value);
-    return quantities;
-}
-
 }  // namespace npuopt::campaign

@@ -51,7 +51,4 @@ struct KernelRuntime {
     std::string family_of(const std::string& template_name) const;
 };
 
-/// A design's quantities and features together (what the cost model and the rules read).
-std::map<std::string, double> quantities_of(const search::Design& design);
-
 }  // namespace npuopt::campaign

@@ -195,12 +195,7 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
     if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
     store::KnowledgeStore knowledge_store(workspace.store->database());
     knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);
-    eval::CascadeConfig config;
-    config.seed = workspace.campaign.seed;
-    config.acceptance.alpha = workspace.campaign.acceptance.alpha;
-    config.acceptance.min_effect = workspace.campaign.acceptance.min_effect;
-    config.acceptance.max_pairs = static_cast<std::size_t>(workspace.campaign.acceptance.max_runs_per_race);
-    config.check_fraction = workspace.target.run_check_fraction;
+    eval::CascadeConfig config = cascade_config(workspace);
     config.screen_slack = std::numeric_limits<double>::infinity();
     config.screen_max_ratio = std::numeric_limits<double>::infinity();
     config.quick_reject_ratio = 0.0;

@@ -162,6 +162,16 @@ knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOpti
     return knowledge::refresh(kb, *workspace.toolchain, refresh_options);
 }
 
+eval::CascadeConfig cascade_config(const Workspace& workspace) {
+    eval::CascadeConfig config;
+    config.seed = workspace.campaign.seed;
+    config.acceptance.alpha = workspace.campaign.acceptance.alpha;
+    config.acceptance.min_effect = workspace.campaign.acceptance.min_effect;
+    config.acceptance.max_pairs = static_cast<std::size_t>(workspace.campaign.acceptance.max_runs_per_race);
+    config.check_fraction = workspace.target.run_check_fraction;
+    return config;
+}
+
 campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides) {
     std::string version = workspace.toolchain_version();
     std::optional<knowledge::HardwareModel> model;
@@ -170,13 +180,8 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
     store::KnowledgeStore knowledge_store(workspace.store->database());
     knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);
 
-    eval::CascadeConfig cascade_config;
-    cascade_config.seed = workspace.campaign.seed;
-    cascade_config.acceptance.alpha = workspace.campaign.acceptance.alpha;
-    cascade_config.acceptance.min_effect = workspace.campaign.acceptance.min_effect;
-    cascade_config.acceptance.max_pairs = static_cast<std::size_t>(workspace.campaign.acceptance.max_runs_per_race);
-    cascade_config.check_fraction = workspace.target.run_check_fraction;
-    eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr, cascade_config);
+    eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr,
+                          cascade_config(workspace));
     store::CampaignStore* store = workspace.store.get();
     cascade.set_launch_hook([store] { store->count_device_launch(); });
     campaign::CascadeEvaluator evaluator(cascade, *workspace.toolchain);

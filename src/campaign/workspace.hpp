@@ -72,4 +72,7 @@ struct RunOverrides {
 /// Run or resume the campaign (the driver with the workspace's toolchain and cascade).
 campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides);
 
+/// The cascade's settings as campaign.yaml (seed, acceptance) and target.yaml (run_check) give them.
+eval::CascadeConfig cascade_config(const Workspace& workspace);
+
 }  // namespace npuopt::campaign

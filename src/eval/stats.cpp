@@ -20,19 +20,8 @@ void require(bool condition, const char* function, const char* expectation) {
     }
 }
 
-std::vector<double> sorted_copy(std::span<const double> values) {
-    std::vector<double> sorted(values.begin(), values.end());
-    std::sort(sorted.begin(), sorted.end());
-    return sorted;
-}
-
-double quantile_of_sorted(const std::vector<double>& sorted, double prob) {
-    const double position = prob * static_cast<double>(sorted.size() - 1);
-    const auto lower_idx = static_cast<std::size_t>(std::floor(position));
-    const std::size_t upper_idx = std::min(lower_idx + 1, sorted.size() - 1);
-    const double weight = position - static_cast<double>(lower_idx);
-    return sorted[lower_idx] + weight * (sorted[upper_idx] - sorted[lower_idx]);
-}
+using numerics::quantile_of_sorted;
+using numerics::sorted_copy;
 
 double log_choose(std::size_t n, std::size_t k) {
     return std::lgamma(static_cast<double>(n) + 1.0) - std::lgamma(static_cast<double>(k) + 1.0) -

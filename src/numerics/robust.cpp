@@ -14,6 +14,8 @@ void require(bool condition, const char* function, const char* expectation) {
     if (!condition) throw Error(ErrorKind::invalid_input, std::string(function) + ": expected " + expectation);
 }
 
+}  // namespace
+
 double quantile_of_sorted(const std::vector<double>& sorted, double prob) {
     const double position = prob * static_cast<double>(sorted.size() - 1);
     const auto lower_idx = static_cast<std::size_t>(std::floor(position));
@@ -27,8 +29,6 @@ std::vector<double> sorted_copy(std::span<const double> values) {
     std::sort(sorted.begin(), sorted.end());
     return sorted;
 }
-
-}  // namespace
 
 double median(std::span<const double> values) {
     require(!values.empty(), "median", "at least one value");

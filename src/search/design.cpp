@@ -71,6 +71,12 @@ std::string Design::label() const {
     return text + "}";
 }
 
+std::map<std::string, double> Design::quantities_and_features() const {
+    std::map<std::string, double> merged = quantities;
+    for (const auto& [name, value] : features) merged.emplace(name, value);
+    return merged;
+}
+
 nlohmann::json Design::params_json() const {
     nlohmann::json json = nlohmann::json::object();
     for (const auto& [name, value] : params) {

@@ -40,6 +40,9 @@ struct Design {
     std::string label() const;
     /// The params as a JSON object (integers stay integers).
     nlohmann::json params_json() const;
+    /// Quantities and features in one map (what the cost model and the rules read); a quantity
+    /// wins over a feature of the same name.
+    std::map<std::string, double> quantities_and_features() const;
 };
 
 /// Text of a param value as substituted into sources: integers without a decimal point.

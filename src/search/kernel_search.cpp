@@ -12,12 +12,6 @@ std::vector<std::string> role_names(const std::vector<std::unique_ptr<Role>>& ro
     return names;
 }
 
-std::map<std::string, double> quantities_of(const Design& design) {
-    auto quantities = design.quantities;
-    for (const auto& [name, value] : design.features) quantities.emplace(name, value);
-    return quantities;
-}
-
 }  // namespace
 
 KernelSearch::KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, CostModel cost_model)
@@ -100,7 +94,7 @@ void KernelSearch::notify(const StepFeedback& feedback) {
     mark_known(design.content_hash);
     m_designs += 1;
     count_family(design.family, feedback.measured());
-    if (feedback.measured()) m_cost_model.observe(design.family, quantities_of(design), *feedback.cycles, &design.params);
+    if (feedback.measured()) m_cost_model.observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
     if (feedback.scored) {
         m_scheduler.record(feedback.proposal.role, reward(feedback), feedback.device_secs, feedback.became_champion);
     }

@@ -340,8 +340,7 @@ Attribution attribute(const SearchContext& context) {
                                                                  : "");
         return attribution;
     }
-    std::map<std::string, double> quantities = context.champion->quantities;
-    for (const auto& [name, value] : context.champion->features) quantities.emplace(name, value);
+    const std::map<std::string, double> quantities = context.champion->quantities_and_features();
     attribution.terms = context.cost_model->terms(quantities);
     attribution.predicted_cycles = attribution.terms.combined();
     attribution.explained = attribution.measured_cycles > 0.0 ? attribution.predicted_cycles / attribution.measured_cycles
