@@ -128,8 +128,13 @@ std::optional<search::Design> CampaignRecords::design_from_record(const KernelRu
     if (found != kernel.templates_by_name.end()) {
         search::Assignment assignment = numbers_of(record.params_json);
         try {
-            search::Design design = found->second->instantiate(assignment);
-            if (design.content_hash == record.content_hash) return design;
+            for (const bool rewrite : {true, false}) {  // as proposed now, or as recorded before a rewrite was learnt
+                search::Design design = found->second->instantiate(assignment, rewrite);
+                if (design.content_hash == record.content_hash) {
+                    design.unrewritten_hash.clear();
+                    return design;
+                }
+            }
         } catch (const Error&) {
         }
     }
@@ -157,6 +162,10 @@ void CampaignRecords::restore_kernel(KernelRuntime& kernel) {
     kernel.runs_since_accept = state.value("runs_since_accept", std::int64_t{0});
     kernel.accepts_since_revalidation = state.value("accepts_since_revalidation", std::int64_t{0});
     kernel.revalidate_pending = state.value("revalidate_pending", false);
+    kernel.port_pending = state.value("port_pending", false);
+    kernel.ported_from = state.value("ported_from", std::string());
+    kernel.port_baseline_done = state.value("port_baseline_done", false);
+    kernel.port_before = state.value("port_before", nlohmann::json::object());
     auto discounted = parse_or(tree.state("scheduler/" + kernel.name()), nlohmann::json::object());
     for (const auto& stats : tree.list_role_stats(kernel.name())) {
         search::RoleStats role_stats;
@@ -236,6 +245,7 @@ eval::Candidate CampaignRecords::candidate_of(const search::Design& design, std:
     candidate.design_id = design_id;
     candidate.content_hash = design.content_hash;
     candidate.kernel = design.kernel;
+    candidate.family = design.family;
     candidate.source_file = source_file(design);
     candidate.quantities = design.quantities;
     candidate.features = design.features;

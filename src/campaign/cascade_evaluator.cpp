@@ -29,4 +29,8 @@ std::string CascadeEvaluator::toolchain_version(std::string* why) {
     return version.version;
 }
 
+std::string CascadeEvaluator::toolchain_name() { return m_device->version().name; }
+
+std::string CascadeEvaluator::toolchain_identity() { return m_device->identity(); }
+
 }  // namespace npuopt::campaign

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -53,6 +54,8 @@ std::string stop_reason_name(StopReason reason) {
         case StopReason::interrupted: return "interrupted";
         case StopReason::step_limit: return "step_limit";
         case StopReason::all_failed: return "all_failed";
+        case StopReason::toolchain_changed: return "toolchain_changed";
+        case StopReason::toolchain_missing: return "toolchain_missing";
     }
     return "unknown";
 }
@@ -97,6 +100,82 @@ struct CampaignDriver::Impl {
     Counters counters;
     bool strict_phase = false;           ///< the evaluator runs its strict preset (campaign age ≥ strict_after)
     std::string toolchain_version;
+    std::string toolchain_identity;      ///< Evaluator::toolchain_identity at the last check
+    std::string last_step_reason;        ///< the final reason of the last evaluated step
+    std::vector<knowledge::SourceRewrite> rewrites;  ///< applied to every source before it is hashed
+
+    // ---- rewrites and known failures --------------------------------------------------------
+
+    /// Every template's instantiations pass through the rewrites of this toolchain version.
+    void install_rewrites() {
+        if (!options.source_rules) return;
+        rewrites = options.source_rules->rewrites();
+        search::SourceRewriter rewriter;
+        if (!rewrites.empty()) {
+            rewriter = [list = rewrites](const std::string& source) { return knowledge::apply_rewrites(source, list).source; };
+        }
+        for (auto& kernel : kernels) {
+            for (auto& tmpl : kernel->setup.templates) tmpl->set_source_rewriter(rewriter);
+        }
+    }
+
+    /// `design` as it would be proposed now: its template instantiated again (rewrites applied),
+    /// or, for a design from a source of its own, the rewrites applied to that source.
+    std::optional<search::Design> ported(const KernelRuntime& kernel, const search::Design& design) const {
+        auto found = kernel.templates_by_name.find(design.template_name);
+        if (found != kernel.templates_by_name.end()) {
+            try {
+                return found->second->instantiate(design.params);
+            } catch (const Error&) {
+            }
+        }
+        if (design.source.empty()) return std::nullopt;
+        search::Design copy = design;
+        copy.source = knowledge::apply_rewrites(design.source, rewrites).source;
+        if (copy.source != design.source) {
+            copy.unrewritten_hash = design.content_hash;
+            copy.content_hash = search::design_hash(copy.target, copy.kernel, copy.shape_text, copy.source);
+        }
+        return copy;
+    }
+
+    /// The kernel's templates minus the families with a known failure on this version; when none
+    /// of its families is left, `why` says which failure blocks each.
+    std::vector<std::shared_ptr<search::Template>> open_templates(const KernelRuntime& kernel, std::string* why) const {
+        if (!options.source_rules) return kernel.setup.templates;
+        std::map<std::string, std::string> blocked;
+        for (const auto& failure : options.source_rules->known_failures(2)) {
+            blocked.emplace(failure.family, fmt::format("{}: {} ({} designs)", failure.family, failure.statement, failure.designs));
+        }
+        std::vector<std::shared_ptr<search::Template>> open;
+        std::vector<std::string> reasons;
+        bool any_family = false;
+        for (const auto& tmpl : kernel.setup.templates) {
+            if (tmpl->is_baseline()) {
+                open.push_back(tmpl);
+                continue;
+            }
+            any_family = true;
+            auto found = blocked.find(tmpl->family());
+            if (found == blocked.end()) {
+                open.push_back(tmpl);
+            } else if (std::find(reasons.begin(), reasons.end(), found->second) == reasons.end()) {
+                reasons.push_back(found->second);
+            }
+        }
+        const bool none_left = any_family && std::none_of(open.begin(), open.end(), [](const auto& t) { return !t->is_baseline(); });
+        if (why) *why = none_left ? fmt::format("{}", fmt::join(reasons, "; ")) : std::string();
+        return open;
+    }
+
+    void block_kernel(KernelRuntime& kernel, const std::string& why) {
+        kernel.state = KernelState::blocked;
+        kernel.reason = fmt::format("every family fails under {} with a known failure: {}", toolchain_version, why);
+        store::Transaction transaction = records.store().database().transaction();
+        records.save_kernel(kernel);
+        records.emit("kernel_blocked", {{"kernel", kernel.name()}, {"toolchain_version", toolchain_version}, {"reason", kernel.reason}});
+        transaction.commit();
+    }
 
     double age() const { return counters.age(options.wall_budget_secs, options.device_run_budget); }
 
@@ -174,8 +253,10 @@ struct CampaignDriver::Impl {
         return edge;
     }
 
-    /// Evaluate one design of `kernel`, let the search learn from it and commit the step.
-    eval::StepVerdict evaluate_step(KernelRuntime& kernel, const search::Proposal& proposal) {
+    /// Evaluate one design of `kernel`, let the search learn from it and commit the step. A
+    /// design that failed but whose fix-its were kept is proposed again at once, rewritten
+    /// (`fixit_depth` bounds how often in a row).
+    eval::StepVerdict evaluate_step(KernelRuntime& kernel, const search::Proposal& proposal, int fixit_depth = 0) {
         std::optional<std::int64_t> parent;
         if (kernel.champion) parent = kernel.champion_design_id;
         const std::int64_t design_id = records.record_design(proposal.design, parent);
@@ -184,6 +265,7 @@ struct CampaignDriver::Impl {
 
         const bool is_baseline = proposal.design.is_baseline && !kernel.champion;
         const bool becomes_champion = outcome.accepted || (is_baseline && outcome.correct && outcome.cycles_median);
+        const bool fix_again = !becomes_champion && outcome.fixit && outcome.fixit->kept && fixit_depth < 2;
         const eval::StepVerdict verdict = becomes_champion ? eval::StepVerdict::accepted : step_verdict(outcome);
         const double champion_before = kernel.champion_cycles;
         const double new_champion_cycles =
@@ -201,14 +283,14 @@ struct CampaignDriver::Impl {
         feedback.device_secs = outcome.device_secs;
         feedback.became_champion = becomes_champion;
         feedback.champion_cycles_before = champion_before;
-        feedback.scored = !is_baseline && !(kernel.champion && kernel.champion->is_baseline);
+        feedback.scored = !is_baseline && !(kernel.champion && kernel.champion->is_baseline) && proposal.role != "porter";
         feedback.speed_of_light_cycles = kernel.sol_cycles;
         kernel.search.notify(feedback);
 
         kernel.steps_since_accept = becomes_champion ? 0 : kernel.steps_since_accept + 1;
         kernel.runs_since_accept = becomes_champion ? 0 : kernel.runs_since_accept + outcome.device_runs;
         if (becomes_champion && !is_baseline) kernel.accepts_since_revalidation += 1;
-        if (is_baseline && !becomes_champion) {
+        if (is_baseline && !becomes_champion && !fix_again) {
             kernel.state = KernelState::failed;
             kernel.failure_kind = verdict == eval::StepVerdict::error ? "toolchain" : "baseline";
             kernel.reason = fmt::format("the baseline did not become champion ({} at {}): {}", edge.verdict,
@@ -259,7 +341,32 @@ struct CampaignDriver::Impl {
             kernel.champion_cycles = new_champion_cycles;
         }
         report(kernel, proposal, edge.verdict);
+        last_step_reason = edge.final_reason;
+        if (fix_again) return evaluate_fixed(kernel, proposal, *outcome.fixit, fixit_depth);
         return verdict;
+    }
+
+    /// The fix-its of `attempt` were kept as rewrites: the design proposed again, rewritten.
+    eval::StepVerdict evaluate_fixed(KernelRuntime& kernel, const search::Proposal& failed, const eval::FixitAttempt& attempt,
+                                     int fixit_depth) {
+        install_rewrites();
+        auto design = ported(kernel, failed.design);
+        if (!design || design->content_hash == failed.design.content_hash) return eval::StepVerdict::failed;
+        std::vector<std::string> edits;
+        for (const auto& edit : attempt.edits) {
+            const std::string text = fmt::format("`{}` → `{}`", edit.from, edit.to);
+            if (std::find(edits.begin(), edits.end(), text) == edits.end()) edits.push_back(text);
+        }
+        search::Proposal retry = failed;
+        retry.design = *design;
+        retry.role = failed.role == "baseline" ? "baseline" : "porter";
+        retry.move = fmt::format("fix-it {}", fmt::join(edits, ", "));
+        retry.reason = fmt::format("{} {} suggested it for {} ({}); the rewrite applies to every source from now on",
+                                   edits.size() == 1 ? "the toolchain" : "the toolchain's fix-its", toolchain_version,
+                                   failed.design.label(), attempt.reason);
+        records.emit("fixit_kept", {{"kernel", kernel.name()}, {"design", failed.design.label()},
+                                    {"edits", edits}, {"toolchain_version", toolchain_version}});
+        return evaluate_step(kernel, retry, fixit_depth + 1);
     }
 
     void report(const KernelRuntime& kernel, const search::Proposal& proposal, const std::string& verdict) {
@@ -334,6 +441,114 @@ struct CampaignDriver::Impl {
         if (!holds) records.load_champion(kernel, predecessor_link);
     }
 
+    // ---- porting across a toolchain update ---------------------------------------------------
+
+    /// What to port, best first: the champion, its predecessors on the champion path (newest
+    /// first), then the kernel's other measured designs by their cycles under the old version.
+    std::vector<search::Design> port_candidates(const KernelRuntime& kernel) {
+        std::vector<search::Design> candidates;
+        std::set<std::string> seen;
+        auto add = [&](std::int64_t design_id) {
+            auto record = records.store().find_design(design_id);
+            if (!record) return;
+            auto design = records.design_from_record(kernel, *record);
+            if (!design || design->is_baseline || !seen.insert(design->content_hash).second) return;
+            candidates.push_back(std::move(*design));
+        };
+        auto tree = records.trees();
+        if (kernel.champion) add(kernel.champion_design_id);
+        auto path = tree.champion_path(kernel.name());
+        for (auto link = path.rbegin(); link != path.rend(); ++link) add(link->design_id);
+        std::vector<std::pair<double, std::int64_t>> measured;
+        for (const auto& edge : tree.list_edges(kernel.name())) {
+            if (edge.cycles && *edge.cycles > 0) measured.emplace_back(*edge.cycles, edge.design_id);
+        }
+        std::sort(measured.begin(), measured.end());
+        for (const auto& [cycles, design_id] : measured) {
+            if (static_cast<int>(candidates.size()) >= 2 * options.port_attempts) break;
+            add(design_id);
+        }
+        return candidates;
+    }
+
+    /// The toolchain changed: the baseline is measured again under the new version (speedups are
+    /// against it from now on), then the old champion is ported — rewritten where fix-its taught
+    /// how, re-verified, re-measured and raced against the new baseline. When it cannot be
+    /// ported, the next best portable design takes its place, and the event says why.
+    void port_kernel(KernelRuntime& kernel) {
+        const std::string from = kernel.ported_from;
+        std::vector<search::Design> candidates = port_candidates(kernel);
+        kernel.port_pending = false;
+        if (!kernel.port_baseline_done) {
+            kernel.port_before = {{"champion", kernel.champion ? kernel.champion->label() : std::string()},
+                                  {"champion_cycles", kernel.champion_cycles},
+                                  {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles)
+                                                                             : nlohmann::json()}};
+            records.emit("port_started", {{"kernel", kernel.name()},
+                                          {"from", from},
+                                          {"to", toolchain_version},
+                                          {"before", kernel.port_before},
+                                          {"candidates", candidates.size()}});
+            kernel.champion.reset();
+            kernel.champion_cycles = 0.0;
+            kernel.baseline_cycles.reset();
+            step_baseline(kernel);
+            kernel.port_baseline_done = true;
+        }
+        const std::int64_t baseline_id = kernel.champion_design_id;
+        std::string lost;
+        int attempts = 0;
+        for (const auto& design : candidates) {
+            if (attempts >= options.port_attempts || !kernel.active()) break;
+            auto port = ported(kernel, design);
+            if (!port) continue;
+            ++attempts;
+            search::Proposal proposal;
+            proposal.design = *port;
+            proposal.role = "porter";
+            proposal.move = fmt::format("port to {}", toolchain_version);
+            proposal.reason = fmt::format("{} under {}{}", design.label(), from.empty() ? "the old toolchain" : from,
+                                          port->content_hash == design.content_hash ? " (source unchanged)"
+                                                                                     : " (source rewritten)");
+            if (kernel.champion) {
+                proposal.predicted_cycles = kernel.search.cost_model().predict(port->family, port->quantities_and_features(),
+                                                                               &port->params);
+            }
+            const eval::StepVerdict verdict = evaluate_step(kernel, proposal);
+            if (kernel.champion && kernel.champion_design_id != baseline_id) break;
+            if (lost.empty()) {
+                lost = fmt::format("{} could not be ported ({}: {})", design.label(), eval::step_verdict_name(verdict),
+                                   last_step_reason);
+            }
+        }
+        const bool ported_one = kernel.champion && kernel.champion_design_id != baseline_id;
+        const auto runs_left = device_runs_left();
+        if (!ported_one && runs_left && *runs_left <= 0 && kernel.active()) {
+            kernel.port_pending = true;  // the budget ran out mid-port: the next run goes on from here
+            store::Transaction transaction = records.store().database().transaction();
+            records.save_kernel(kernel);
+            records.emit("port_paused", {{"kernel", kernel.name()}, {"reason", "the device-run budget is spent"},
+                                         {"last", last_step_reason}});
+            transaction.commit();
+            return;
+        }
+        kernel.port_baseline_done = false;
+        nlohmann::json event = {{"kernel", kernel.name()},
+                                {"from", from},
+                                {"to", toolchain_version},
+                                {"before", kernel.port_before},
+                                {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nlohmann::json()},
+                                {"champion", kernel.champion ? kernel.champion->label() : std::string()},
+                                {"champion_cycles", kernel.champion_cycles},
+                                {"champion_ported", ported_one && lost.empty()},
+                                {"attempts", attempts},
+                                {"lost", lost}};
+        store::Transaction transaction = records.store().database().transaction();
+        records.save_kernel(kernel);
+        records.emit("port_finished", event);
+        transaction.commit();
+    }
+
     // ---- the loop --------------------------------------------------------------------------
 
     KernelRuntime* pick_kernel() {
@@ -379,8 +594,17 @@ struct CampaignDriver::Impl {
             step_baseline(kernel);
             return;
         }
+        if (kernel.port_pending) {
+            port_kernel(kernel);
+            return;
+        }
+        std::string blocked_by;
         search::ProposalRequest request;
-        request.templates = kernel.setup.templates;
+        request.templates = open_templates(kernel, &blocked_by);
+        if (!blocked_by.empty()) {
+            block_kernel(kernel, blocked_by);
+            return;
+        }
         request.champion = kernel.champion;
         request.champion_cycles = kernel.champion_cycles;
         request.speed_of_light_cycles = kernel.sol_cycles;
@@ -465,7 +689,10 @@ struct CampaignDriver::Impl {
                 kernel->reason.clear();
                 kernel->failure_kind.clear();
             }
-            if (kernel->state == KernelState::exhausted) kernel->state = KernelState::active;  // new knowledge may open moves
+            // new knowledge may open moves; a blocked kernel's known failures are looked at again
+            if (kernel->state == KernelState::exhausted || kernel->state == KernelState::blocked) {
+                kernel->state = KernelState::active;
+            }
             store::Transaction transaction = records.store().database().transaction();
             for (const auto& error : kernel->setup.template_errors) {
                 records.emit("template_failed", {{"kernel", kernel->name()}, {"error", error}});
@@ -478,20 +705,64 @@ struct CampaignDriver::Impl {
                                              m_why_toolchain_missing.empty() ? "no version" : m_why_toolchain_missing);
                 records.emit("kernel_failed", {{"kernel", kernel->name()}, {"kind", "toolchain"}, {"reason", kernel->reason}});
             }
-            if (version_changed && kernel->champion) kernel->revalidate_pending = true;
+            if (version_changed && kernel->state == KernelState::failed) {  // another toolchain, another chance
+                kernel->state = KernelState::active;
+                kernel->reason.clear();
+                kernel->failure_kind.clear();
+            }
+            if (version_changed && kernel->champion) {
+                kernel->port_pending = true;
+                kernel->ported_from = *previous_version;
+                kernel->port_baseline_done = false;
+                kernel->revalidate_pending = false;
+            }
             records.save_kernel(*kernel);
             transaction.commit();
         }
         if (!toolchain_version.empty()) {
-            if (version_changed) records.emit("toolchain_changed", {{"from", *previous_version}, {"to", toolchain_version}});
+            if (version_changed) {
+                // Measurements under the old version stay, marked stale; the champions are ported.
+                const std::int64_t version_id =
+                    records.store().record_toolchain_version(options.target, evaluator->toolchain_name(), toolchain_version);
+                const std::int64_t stale = records.store().mark_stale_except(options.target, version_id);
+                records.emit("toolchain_changed",
+                             {{"from", *previous_version}, {"to", toolchain_version}, {"records_marked_stale", stale}});
+            }
             tree.set_state("toolchain_version", toolchain_version);
         }
+        install_rewrites();
+        toolchain_identity = evaluator->toolchain_identity();
         for (auto& kernel : kernels) kernel->search.start();
         for (auto& kernel : kernels) {
             if (kernel->revalidate_pending && kernel->active()) {
                 revalidate(*kernel, fmt::format("toolchain changed to {}", toolchain_version));
             }
         }
+    }
+
+    /// The toolchain under the running loop: the same (nullopt), gone, or another version.
+    std::optional<CampaignResult> toolchain_moved() {
+        if (toolchain_version.empty()) return std::nullopt;
+        const std::string identity = evaluator->toolchain_identity();
+        if (identity == toolchain_identity) return std::nullopt;
+        std::string why;
+        const std::string version = identity.empty() ? std::string() : evaluator->toolchain_version(&why);
+        CampaignResult result;
+        if (version.empty()) {
+            result.stop = StopReason::toolchain_missing;
+            result.message = fmt::format("the toolchain ({}) disappeared under the running campaign: {}; everything "
+                                         "recorded is kept — restore it (or set toolchain.bin) and run again to resume",
+                                         toolchain_version, why.empty() ? "it is no longer found" : why);
+        } else if (version != toolchain_version) {
+            result.stop = StopReason::toolchain_changed;
+            result.message = fmt::format("the toolchain changed from {} to {} under the running campaign", toolchain_version,
+                                         version);
+        } else {
+            toolchain_identity = identity;  // reinstalled, same version
+            return std::nullopt;
+        }
+        records.emit("toolchain_moved", {{"from", toolchain_version}, {"to", version}, {"message", result.message}});
+        return result;
     }
 
     /// Why the loop must stop before the next step; nullopt to go on.
@@ -553,6 +824,7 @@ struct CampaignDriver::Impl {
         restore_kernels();
         while (true) {
             if (auto stop = stop_condition()) return end_run(std::move(*stop));
+            if (auto stop = toolchain_moved()) return end_run(std::move(*stop));
             enter_strict_phase_when_due();
             KernelRuntime* kernel = pick_kernel();
             if (!kernel) {

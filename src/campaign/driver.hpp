@@ -25,6 +25,7 @@
 #include "config/target_config.hpp"
 #include "config/template_config.hpp"
 #include "knowledge/hardware_model.hpp"
+#include "knowledge/rewrites.hpp"
 #include "search/roles.hpp"
 #include "search/scheduler.hpp"
 #include "store/campaign_store.hpp"
@@ -50,7 +51,10 @@ struct Progress {
 };
 
 /// How a run of the loop ended.
-enum class StopReason { finished, wall_budget, device_budget, interrupted, step_limit, all_failed };
+/// toolchain_changed: another toolchain version appeared under the running loop (the run ends so
+/// that it is restarted on the new version); toolchain_missing: the toolchain disappeared.
+enum class StopReason { finished, wall_budget, device_budget, interrupted, step_limit, all_failed, toolchain_changed,
+                        toolchain_missing };
 std::string stop_reason_name(StopReason reason);
 
 struct CampaignOptions {
@@ -68,6 +72,10 @@ struct CampaignOptions {
     bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock
     /// Polled between steps; default: SIGINT/SIGTERM arrived (core/interrupt).
     std::function<bool()> stop_requested;
+    /// Rewrites learnt from fix-its and known failures of families, under the running version
+    /// (null: designs are used as instantiated and no family is blocked).
+    knowledge::SourceRules* source_rules = nullptr;
+    int port_attempts = 4;                ///< designs tried per kernel when its champion is ported
 };
 
 /// One kernel as the driver needs it.
@@ -86,7 +94,7 @@ std::vector<KernelSetup> prepare_kernels(const config::KernelsConfig& kernels,
 /// The result of one run of the loop.
 struct KernelOutcome {
     std::string kernel;
-    std::string status;                   ///< active | exhausted | failed
+    std::string status;                   ///< active | exhausted | failed | blocked
     std::string reason;
     std::optional<double> baseline_cycles;
     std::optional<double> champion_cycles;

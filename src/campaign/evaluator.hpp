@@ -27,6 +27,12 @@ public:
     virtual double speed_of_light_cycles(const eval::KernelContext& kernel) = 0;
     /// The toolchain's version ("" when it is missing; `why` says why).
     virtual std::string toolchain_version(std::string* why = nullptr) = 0;
+    /// The toolchain's name as it reports it ("npuc"; "" when unknown).
+    virtual std::string toolchain_name() { return ""; }
+    /// What identifies the installed toolchain cheaply, without running it (its resolved path,
+    /// size and modification time): polled before every step, and the version is asked again
+    /// only when it changes. "" when the toolchain cannot be found; a constant when unknown.
+    virtual std::string toolchain_identity() { return "unknown"; }
     /// Late in a campaign the driver asks for stricter acceptance (smaller alpha, more runs per
     /// race and per screen, small gains raced too); false returns to the configured settings.
     virtual void set_strict(bool strict) { (void)strict; }
@@ -52,6 +58,8 @@ public:
                              const eval::KernelContext& kernel) override;
     double speed_of_light_cycles(const eval::KernelContext& kernel) override;
     std::string toolchain_version(std::string* why = nullptr) override;
+    std::string toolchain_name() override;
+    std::string toolchain_identity() override;
     void set_strict(bool strict) override;
     void set_device_run_allowance(std::optional<std::int64_t> allowance) override {
         m_cascade->set_device_run_allowance(allowance);

@@ -7,6 +7,7 @@ std::string_view kernel_state_name(KernelState state) {
         case KernelState::active: return "active";
         case KernelState::exhausted: return "exhausted";
         case KernelState::failed: return "failed";
+        case KernelState::blocked: return "blocked";
     }
     return "active";
 }
@@ -14,6 +15,7 @@ std::string_view kernel_state_name(KernelState state) {
 KernelState parse_kernel_state(std::string_view name) {
     if (name == "exhausted") return KernelState::exhausted;
     if (name == "failed") return KernelState::failed;
+    if (name == "blocked") return KernelState::blocked;
     return KernelState::active;
 }
 
@@ -31,7 +33,11 @@ nlohmann::json KernelRuntime::state_json() const {
             {"steps_since_accept", steps_since_accept},
             {"runs_since_accept", runs_since_accept},
             {"accepts_since_revalidation", accepts_since_revalidation},
-            {"revalidate_pending", revalidate_pending}};
+            {"revalidate_pending", revalidate_pending},
+            {"port_pending", port_pending},
+            {"ported_from", ported_from},
+            {"port_baseline_done", port_baseline_done},
+            {"port_before", port_before}};
 }
 
 std::string KernelRuntime::family_of(const std::string& template_name) const {

@@ -18,7 +18,8 @@
 namespace npuopt::campaign {
 
 /// Where a kernel stands in the campaign.
-enum class KernelState { active, exhausted, failed };
+/// blocked: every family of the kernel fails under this toolchain with a known failure.
+enum class KernelState { active, exhausted, failed, blocked };
 std::string_view kernel_state_name(KernelState state);
 /// The state named `name`; active for an unknown name (an old database's state is re-examined).
 KernelState parse_kernel_state(std::string_view name);
@@ -42,6 +43,10 @@ struct KernelRuntime {
     std::int64_t runs_since_accept = 0;     ///< device runs spent on the kernel since its last accept
     std::int64_t accepts_since_revalidation = 0;
     bool revalidate_pending = false;
+    bool port_pending = false;              ///< the toolchain changed: baseline and champion are ported first
+    std::string ported_from;                ///< the version the last port started from
+    bool port_baseline_done = false;        ///< the port measured the baseline again (it resumes from there)
+    nlohmann::json port_before;             ///< champion and baseline before the port (for its report)
 
     const std::string& name() const { return setup.spec.name; }
     bool active() const { return state == KernelState::active; }

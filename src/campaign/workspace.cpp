@@ -1,5 +1,7 @@
 #include "campaign/workspace.hpp"
 
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <regex>
 
@@ -12,7 +14,10 @@
 #include "eval/speed_of_light.hpp"
 #include "knowledge/knowledge_base.hpp"
 #include "knowledge/microbench.hpp"
+#include "knowledge/rewrites.hpp"
 #include "knowledge/rules.hpp"
+#include "core/log.hpp"
+#include "store/tree_store.hpp"
 #include "campaign/evaluator.hpp"
 #include "store/knowledge_store.hpp"
 
@@ -172,16 +177,86 @@ eval::CascadeConfig cascade_config(const Workspace& workspace) {
     return config;
 }
 
-campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides) {
+namespace {
+
+/// The hardware parameters that moved between two fits (outside each other's 95% intervals and
+/// by more than 5%), and the cost terms that read them: what the search re-opens.
+nlohmann::json model_changes(const knowledge::HardwareModel& before, const knowledge::HardwareModel& after) {
+    nlohmann::json moved = nlohmann::json::array();
+    std::vector<std::string> names;
+    for (const auto& param : after.params) {
+        const knowledge::HardwareParam* old = before.param(param.name);
+        if (!old || old->value == 0.0) continue;
+        const double change = param.value / old->value - 1.0;
+        const bool disjoint = param.ci95_lower > old->ci95_upper || param.ci95_upper < old->ci95_lower;
+        if (std::abs(change) <= 0.05 || !(disjoint || param.ci95_lower == param.ci95_upper)) continue;
+        moved.push_back({{"param", param.name}, {"before", old->value}, {"after", param.value}, {"change", change}});
+        names.push_back(param.name);
+    }
+    nlohmann::json terms = nlohmann::json::array();
+    if (after.cost_model) {
+        auto mentions = [&](const std::string& text) {
+            for (const auto& name : names) {
+                const std::string needle = "hw." + name;
+                for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+                    const std::size_t end = at + needle.size();
+                    if (end >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) return true;
+                }
+            }
+            return false;
+        };
+        for (const auto& term : after.cost_model->terms) {
+            bool reads = mentions(term.expression.text);
+            for (const auto& [name, let] : after.cost_model->let) {
+                if (!reads && term.expression.text.find(name) != std::string::npos && mentions(let.text)) reads = true;
+            }
+            if (reads) terms.push_back({{"term", term.name}, {"lever", term.lever}, {"reduce", term.reduce}});
+        }
+    }
+    return {{"moved", moved}, {"terms", terms}};
+}
+
+/// One run of the loop on the toolchain found now. The knowledge base is refreshed first when it
+/// has no hardware model for this toolchain version (a toolchain update): the chip is measured
+/// again, and the parameters and cost terms that moved are recorded for the search.
+campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& overrides) {
     std::string version = workspace.toolchain_version();
     std::optional<knowledge::HardwareModel> model;
     if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
+    if (!version.empty() && !model) {
+        store::TreeStore trees(workspace.store->database());
+        const auto last_version = trees.state("toolchain_version");
+        std::optional<knowledge::HardwareModel> before;
+        if (last_version && !last_version->empty() && *last_version != version) {
+            before = knowledge::load_hardware_model(*workspace.store, workspace.target, *last_version);
+        }
+        if (before) {  // a campaign that had a model on its old toolchain: measure the chip again
+            log::info("toolchain {} has no hardware model yet (the campaign last ran on {}): refreshing the knowledge base",
+                      version, *last_version);
+            KbBuildOptions kb;
+            kb.quick = true;
+            kb.force = false;
+            kb.on_progress = [](const std::string& line) { log::info("kb: {}", line); };
+            build_knowledge(workspace, kb);
+            model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
+            if (model) {
+                nlohmann::json changes = model_changes(*before, *model);
+                changes["from"] = *last_version;
+                changes["to"] = version;
+                workspace.store->record_event("hardware_model_changed", changes.dump());
+            }
+        }
+    }
 
     store::KnowledgeStore knowledge_store(workspace.store->database());
     knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);
+    const std::string toolchain_name = version.empty() ? std::string() : workspace.toolchain->version().name;
+    knowledge::SourceRules source_rules(knowledge_store, workspace.target.name, version,
+                                        toolchain_name.empty() ? workspace.target.toolchain.bin : toolchain_name);
 
     eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr,
                           cascade_config(workspace));
+    if (!version.empty()) cascade.set_source_rules(&source_rules);
     store::CampaignStore* store = workspace.store.get();
     cascade.set_launch_hook([store] { store->count_device_launch(); });
     campaign::CascadeEvaluator evaluator(cascade, *workspace.toolchain);
@@ -201,6 +276,7 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
     driver_options.max_steps = overrides.max_steps;
     driver_options.progress = overrides.progress;
     driver_options.stop_requested = overrides.stop_requested;
+    if (!version.empty()) driver_options.source_rules = &source_rules;
 
     search::RuleCheck rule_check = [&rules](const std::map<std::string, double>& quantities) -> std::optional<std::string> {
         auto violations = rules.check_quantities(quantities);
@@ -210,6 +286,34 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
     campaign::CampaignDriver driver(*workspace.store, evaluator, workspace.kernel_setups(), driver_options, model,
                                     rule_check);
     return driver.run();
+}
+
+}  // namespace
+
+campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides& overrides) {
+    // A toolchain that changes under the loop ends that run; the campaign goes on on the new
+    // version (its knowledge refreshed, its champions ported), a few times at most.
+    constexpr int k_max_toolchain_restarts = 3;
+    const campaign::CampaignStatus at_start = campaign::campaign_status(*workspace.store);
+    RunOverrides run_overrides = overrides;
+    for (int restart = 0;; ++restart) {
+        if (restart > 0) {  // the budgets asked for on the command line are this command's, not each run's
+            const campaign::CampaignStatus now = campaign::campaign_status(*workspace.store);
+            if (overrides.device_runs) {
+                run_overrides.device_runs = std::max<std::int64_t>(
+                    0, at_start.device_runs_used + *overrides.device_runs - now.device_runs_used);
+            }
+            if (overrides.budget_minutes) {
+                run_overrides.budget_minutes =
+                    std::max(0.0, *overrides.budget_minutes - (now.wall_secs_used - at_start.wall_secs_used) / 60.0);
+            }
+        }
+        campaign::CampaignResult result = run_once(workspace, run_overrides);
+        if (result.stop != campaign::StopReason::toolchain_changed || restart == k_max_toolchain_restarts) return result;
+        log::warn("{}: the campaign resumes on the new toolchain", result.message);
+        workspace.toolchain = std::make_unique<target::Toolchain>(workspace.target, workspace.sandbox, workspace.limits);
+        workspace.toolchain->set_cache_dir(workspace.cache_dir);
+    }
 }
 
 }  // namespace npuopt::campaign

@@ -8,11 +8,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/cost_model_config.hpp"
 
 namespace npuopt::config {
+
+/// The toolchain protocols (docs/toolchain-protocol.md).
+inline constexpr std::string_view k_protocol_jsonl_v1 = "npuopt-jsonl/1";
+/// check and compile speak cargo's / rustc's JSON messages (a vendor toolchain that is a cargo
+/// driver); the other commands npuopt-jsonl/1.
+inline constexpr std::string_view k_protocol_rustc_json_v1 = "rustc-json/1";
+
 
 /// One toolchain command: argv with {placeholders} and its wall-clock limit.
 /// Placeholders: {bin} {file} {kernel} {seed} {repeat} {shape} (k=v,k=v) and any {name}

@@ -92,9 +92,9 @@ ToolchainSpec parse_toolchain(const Fields& target, const std::filesystem::path&
         target.map("toolchain", {"protocol", "bin", "search_paths", "env", "read_only_paths", "sandbox", "commands"});
     ToolchainSpec spec;
     spec.protocol = toolchain.string_or("protocol", spec.protocol);
-    if (spec.protocol != k_protocol_jsonl_v1) {
-        toolchain.fail_at("protocol", fmt::format("unsupported protocol '{}' (supported: {})", spec.protocol,
-                                                  k_protocol_jsonl_v1));
+    if (spec.protocol != k_protocol_jsonl_v1 && spec.protocol != k_protocol_rustc_json_v1) {
+        toolchain.fail_at("protocol", fmt::format("unsupported protocol '{}' (supported: {}, {})", spec.protocol,
+                                                  k_protocol_jsonl_v1, k_protocol_rustc_json_v1));
     }
     spec.bin = expanded_string(toolchain.file(), toolchain.required("bin", "a string"), toolchain.key_path("bin"));
     if (spec.bin.empty()) toolchain.fail_at("bin", "expected the toolchain executable's name or path, got ''");

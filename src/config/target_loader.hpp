@@ -15,7 +15,6 @@
 namespace npuopt::config {
 
 /// The only toolchain output protocol supported so far.
-inline constexpr std::string_view k_protocol_jsonl_v1 = "npuopt-jsonl/1";
 
 /// Parse target.yaml; paths are resolved against its directory, ${VAR}s expanded.
 /// Throws Error(invalid_config) naming file:line and key on any problem.

@@ -144,6 +144,7 @@ Estimate Cascade::estimate_cycles(const Candidate& design, const KernelContext& 
     }
     estimate.why = first_error(schedule.diagnostics);
     estimate.illegal = !estimate.why.empty();
+    estimate.fixable = estimate.illegal && target::has_machine_applicable(schedule.diagnostics);
     if (estimate.why.empty()) estimate.why = call_failure(schedule.call, schedule.diagnostics);
     return estimate;
 }
@@ -176,6 +177,7 @@ StageContext Cascade::context_for(const Candidate& candidate, const std::optiona
         [this] { return sequential_design(); },
         outcome,
         {},
+        m_source_rules,
     };
 }
 

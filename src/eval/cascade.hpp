@@ -21,6 +21,7 @@
 #include "eval/recorder.hpp"
 #include "eval/stage.hpp"
 #include "knowledge/hardware_model.hpp"
+#include "knowledge/rewrites.hpp"
 #include "knowledge/rules.hpp"
 #include "store/campaign_store.hpp"
 #include "target/device.hpp"
@@ -64,6 +65,9 @@ public:
     /// Record through `recorder` instead of the store (tests: an in-memory recorder); null
     /// returns to the store. `measure` always records in the store.
     void set_recorder(Recorder* recorder) { m_external_recorder = recorder; }
+    /// Rewrites and known failures: the compile stage tries the toolchain's fix-its on a failing
+    /// design and records what they taught (null: fix-its are not tried).
+    void set_source_rules(knowledge::SourceRules* rules) { m_source_rules = rules; }
 
     void set_config(CascadeConfig config) { m_config = std::move(config); }
     /// Device runs the next evaluations may spend (the campaign's budget left); none = no cap.
@@ -91,6 +95,7 @@ private:
     const target::Device* m_device;
     store::CampaignStore* m_store;
     knowledge::RuleBook* m_rules;
+    knowledge::SourceRules* m_source_rules = nullptr;
     const knowledge::HardwareModel* m_model;
     StoreRecorder m_recorder;
     Recorder* m_external_recorder = nullptr;

@@ -14,6 +14,7 @@
 #include "config/target_config.hpp"
 #include "eval/sequential.hpp"
 #include "eval/verdict.hpp"
+#include "target/fixits.hpp"
 
 namespace npuopt::eval {
 
@@ -22,6 +23,7 @@ struct Candidate {
     std::int64_t design_id = 0;               ///< row in the store's designs table
     std::string content_hash;
     std::string kernel;
+    std::string family;                       ///< the template family ("" when unknown)
     std::filesystem::path source_file;        ///< instantiated source on disk
     std::map<std::string, double> quantities; ///< declared by the template for this assignment
     std::map<std::string, double> features;   ///< design features (runtime rules key on them)
@@ -77,6 +79,14 @@ struct CascadeConfig {
     static CascadeConfig strict(CascadeConfig base);
 };
 
+/// The toolchain's fix-its tried on a design that failed the check.
+struct FixitAttempt {
+    std::vector<target::SourceEdit> edits;  ///< what the fix-its replaced
+    bool kept = false;                      ///< the fixed source passed the check again
+    std::string reason;                     ///< why kept or not
+    std::vector<std::string> skipped;       ///< suggestions not applied, with why
+};
+
 /// The result of evaluating one candidate.
 struct Outcome {
     bool accepted = false;                  ///< becomes the new champion
@@ -92,6 +102,7 @@ struct Outcome {
     double device_secs = 0.0;
     std::string final_reason;
     bool budget_exhausted = false;          ///< a stage stopped at the device-run allowance, undecided
+    std::optional<FixitAttempt> fixit;      ///< the compile stage tried the toolchain's fix-its
 };
 
 /// The champion as the cascade needs it.

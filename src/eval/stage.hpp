@@ -19,6 +19,7 @@
 #include "eval/launch_log.hpp"
 #include "eval/recorder.hpp"
 #include "eval/speed_of_light.hpp"
+#include "knowledge/rewrites.hpp"
 #include "knowledge/rules.hpp"
 #include "target/device.hpp"
 
@@ -29,6 +30,7 @@ struct Estimate {
     std::optional<double> cycles;
     std::string why;
     bool illegal = false;
+    bool fixable = false;  ///< illegal, but the toolchain suggests machine-applicable fix-its
 };
 
 /// What a stage sees: the evaluation's inputs, the services it may use, and what earlier
@@ -50,6 +52,7 @@ struct StageContext {
     std::function<std::shared_ptr<const SequentialDesign>()> sequential_design;
     Outcome& outcome;                  ///< filled as stages run (cycles, correctness, the race)
     std::vector<double> checked_cycles;  ///< correctness → screen: the checked launches' cycles
+    knowledge::SourceRules* source_rules = nullptr;  ///< rewrites and known failures (may be null)
 };
 
 /// How a stage ended.

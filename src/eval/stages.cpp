@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "eval/anti_gaming.hpp"
@@ -82,6 +84,11 @@ public:
     StageKind kind() const override { return StageKind::estimate; }
     StageResult run(StageContext& context) override {
         const Estimate estimate = context.estimate(context.candidate, true);
+        if (estimate.illegal && estimate.fixable && context.source_rules) {
+            return ended(Verdict::pass, fmt::format("the static schedule rejects the design with fix-its ({}); the "
+                                                    "compile stage tries them",
+                                                    estimate.why));
+        }
         if (estimate.illegal) {
             return ended(Verdict::fail, fmt::format("the static schedule rejects the design: {}", estimate.why));
         }
@@ -117,6 +124,103 @@ public:
 };
 
 // ---- compile: the toolchain's check; diagnostics become rules, success demotes wrong ones -------
+// A design that fails with machine-applicable fix-its gets them applied and checked again: a fix
+// that passes becomes a rewrite rule (applied to every source from then on), one that does not is
+// counter-evidence. The design itself still failed: the campaign proposes its rewritten source.
+
+std::string read_text(const std::filesystem::path& file) {
+    std::ifstream stream(file, std::ios::binary);
+    std::ostringstream buffer;
+    buffer << stream.rdbuf();
+    return buffer.str();
+}
+
+std::set<std::string> error_codes(const std::vector<target::Diagnostic>& diagnostics) {
+    std::set<std::string> codes;
+    for (const auto& diagnostic : diagnostics) {
+        if (diagnostic.level == "error") codes.insert(diagnostic.code);
+    }
+    return codes;
+}
+
+FixitAttempt try_fixits(StageContext& context, const target::CheckResult& check) {
+    FixitAttempt attempt;
+    const std::filesystem::path& file = context.candidate.source_file;
+    const std::string source = read_text(file);
+    target::FixedSource fixed = target::apply_fixits(source, file, check.diagnostics);
+    attempt.edits = fixed.edits;
+    attempt.skipped = fixed.skipped;
+    if (fixed.edits.empty()) {
+        attempt.reason = "no suggestion applies to this source";
+        return attempt;
+    }
+    std::filesystem::path fixed_file = file;
+    fixed_file.replace_filename(file.stem().string() + ".fixit" + file.extension().string());
+    {
+        std::ofstream out(fixed_file, std::ios::binary | std::ios::trunc);
+        out << fixed.source;
+        if (!out) {
+            attempt.reason = fmt::format("cannot write {}", fixed_file.string());
+            return attempt;
+        }
+    }
+    const target::CheckResult again = context.device.build(fixed_file);
+    std::error_code ignored;
+    std::filesystem::remove(fixed_file, ignored);
+    // Kept when the fixed source passes, or when what is left is errors the design had already
+    // (another problem of this design, e.g. a capacity): the fix-its' own codes gone, none new.
+    std::set<std::string> fixed_codes;
+    for (const auto& edit : fixed.edits) fixed_codes.insert(edit.code);
+    const auto before = error_codes(check.diagnostics);
+    const auto after = error_codes(again.diagnostics);
+    bool only_old = again.call.status == target::CallStatus::failed && !after.empty();
+    for (const auto& code : after) {
+        if (fixed_codes.count(code) != 0 || before.count(code) == 0) only_old = false;
+    }
+    const bool passes = again.ok && again.call.status == target::CallStatus::ok;
+    attempt.kept = passes || only_old;
+    if (passes) {
+        attempt.reason = fmt::format("{} fix-it(s) applied; the fixed source passes the check", fixed.edits.size());
+    } else if (only_old) {
+        attempt.reason = fmt::format("{} fix-it(s) applied; the fixed source no longer has their errors (still: {})",
+                                     fixed.edits.size(), fmt::join(after, ", "));
+    } else {
+        attempt.reason = fmt::format("{} fix-it(s) applied, but the fixed source still fails: {}", fixed.edits.size(),
+                                     again.call.status == target::CallStatus::failed ? first_error(again.diagnostics)
+                                                                                     : again.call.message);
+    }
+    if (knowledge::SourceRules* rules = context.source_rules) {
+        context.recorder.knowledge([rules, attempt, design = context.design] {
+            for (const auto& edit : attempt.edits) {
+                if (attempt.kept) {
+                    rules->record_rewrite(edit, design);
+                } else {
+                    rules->reject_rewrite(edit, design, attempt.reason);
+                }
+            }
+        });
+    }
+    return attempt;
+}
+
+/// A failure that does not depend on the design's numbers (no quantities): a candidate known failure of its family.
+void learn_family_outcome(StageContext& context, const target::CheckResult& check, bool passed) {
+    knowledge::SourceRules* rules = context.source_rules;
+    if (rules == nullptr || context.candidate.family.empty()) return;
+    if (passed) {
+        context.recorder.knowledge([rules, family = context.candidate.family, design = context.design] {
+            rules->record_pass(family, design);
+        });
+        return;
+    }
+    for (const auto& diagnostic : check.diagnostics) {
+        if (diagnostic.level != "error" || !diagnostic.quantities.empty()) continue;
+        context.recorder.knowledge([rules, family = context.candidate.family, diagnostic, design = context.design] {
+            rules->record_failure(family, diagnostic, design);
+        });
+        break;  // the first error names the failure
+    }
+}
 
 class CompileStage final : public Stage {
 public:
@@ -138,6 +242,7 @@ public:
             mined = fmt::format("; {} diagnostic(s) go to the rule book", check.diagnostics.size());
         }
         if (check.ok && check.call.status == target::CallStatus::ok) {
+            learn_family_outcome(context, check, true);
             if (rules) {
                 context.recorder.knowledge([rules, inputs = rule_inputs(context.candidate), design = context.design] {
                     rules->record_acceptance(inputs, design);
@@ -148,11 +253,19 @@ public:
         }
         const std::string error = first_error(check.diagnostics);
         const bool diagnosed = check.call.status == target::CallStatus::failed && !error.empty();
+        std::string fixit_note;
+        if (diagnosed) {
+            learn_family_outcome(context, check, false);
+            if (context.source_rules && target::has_machine_applicable(check.diagnostics)) {
+                context.outcome.fixit = try_fixits(context, check);
+                fixit_note = fmt::format("; fix-its: {}", context.outcome.fixit->reason);
+            }
+        }
         const Verdict verdict = diagnosed || check.call.status == target::CallStatus::failed ? Verdict::fail : Verdict::error;
         std::string reason = diagnosed ? error
                                        : fmt::format("{}: {}", target::call_status_name(check.call.status),
                                                      check.call.message);
-        return ended(verdict, reason + mined + transient_note(transient_failures));
+        return ended(verdict, reason + mined + fixit_note + transient_note(transient_failures));
     }
 };
 

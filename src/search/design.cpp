@@ -96,6 +96,7 @@ struct Template::Impl {
     std::string shape_text;
     std::string source_text;
     bool baseline = false;
+    SourceRewriter rewriter;
     std::map<std::string, double> variables;  // node addresses are stable: muparser binds to them
     std::vector<Compiled> constraints;
     std::vector<Compiled> quantities;
@@ -261,7 +262,9 @@ std::map<std::string, double> Template::evaluate_features(const Assignment& assi
     return m_impl->evaluate(m_impl->features, assignment);
 }
 
-Design Template::instantiate(const Assignment& assignment) const {
+void Template::set_source_rewriter(SourceRewriter rewriter) { m_impl->rewriter = std::move(rewriter); }
+
+Design Template::instantiate(const Assignment& assignment, bool rewrite) const {
     if (auto problem = check_domain(assignment)) throw Error(ErrorKind::invalid_input, *problem);
     Design design;
     design.target = m_impl->target;
@@ -279,6 +282,13 @@ Design Template::instantiate(const Assignment& assignment) const {
         for (std::size_t pos = source.find(placeholder); pos != std::string::npos;
              pos = source.find(placeholder, pos + text.size())) {
             source.replace(pos, placeholder.size(), text);
+        }
+    }
+    if (rewrite && m_impl->rewriter) {
+        std::string rewritten = m_impl->rewriter(source);
+        if (rewritten != source) {
+            design.unrewritten_hash = design_hash(design.target, design.kernel, design.shape_text, source);
+            source = std::move(rewritten);
         }
     }
     design.source = std::move(source);

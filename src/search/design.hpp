@@ -5,6 +5,7 @@
 // is a template with no params. No design is evaluated twice: the hash is its identity.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,7 @@ struct Design {
     std::string content_hash;
     std::string source_extension = ".rs";      ///< of the template's source file
     bool is_baseline = false;
+    std::string unrewritten_hash;              ///< the hash before the source rewrites, when they changed it
 
     /// "template{A=1,B=2}" (or the template name alone without params).
     std::string label() const;
@@ -51,6 +53,9 @@ std::string format_param_value(double value);
 /// Content hash of a design: SHA-256 over target, kernel, shape and the instantiated source.
 std::string design_hash(const std::string& target, const std::string& kernel, const std::string& shape_text,
                         const std::string& source);
+
+/// Rewrites an instantiated source before it is hashed (the rewrites a toolchain update taught).
+using SourceRewriter = std::function<std::string(const std::string&)>;
 
 /// A loaded, compiled template for one kernel shape. Not thread-safe (expressions share storage).
 class Template {
@@ -84,8 +89,11 @@ public:
     std::map<std::string, double> evaluate_quantities(const Assignment& assignment) const;
     std::map<std::string, double> evaluate_features(const Assignment& assignment) const;
     /// The design of `assignment`; Error(invalid_input) when it is outside the domain.
-    /// Constraints are not checked here (check_constraints).
-    Design instantiate(const Assignment& assignment) const;
+    /// Constraints are not checked here (check_constraints). The source rewriter, when one is
+    /// set and `rewrite`, is applied to the source before it is hashed.
+    Design instantiate(const Assignment& assignment, bool rewrite = true) const;
+    /// Every later instantiation passes its source through `rewriter` (null: none).
+    void set_source_rewriter(SourceRewriter rewriter);
     /// Size of the domain (product of value counts; capped at 1e18).
     double domain_size() const;
 

@@ -44,6 +44,10 @@ public:
     virtual VersionResult version() const = 0;
     /// The target's name (a directory under knowledge/).
     virtual const std::string& target_name() const = 0;
+    /// What identifies the installed toolchain without running it (resolved path, size,
+    /// modification time): when it changes, the version is asked again. "" when the toolchain
+    /// cannot be found; a device that cannot tell returns a constant.
+    virtual std::string identity() const { return "unknown"; }
 };
 
 }  // namespace npuopt::target

@@ -1,6 +1,9 @@
 // Parsing npuopt-jsonl/1 (docs/toolchain-protocol.md): one JSON object with a "type" per line.
 // Unknown keys are ignored; unknown types are kept verbatim; anything else malformed is reported
-// with the offending line, never dropped.
+// with the offending line, never dropped. rustc's JSON diagnostics (`"$message_type":"diagnostic"`)
+// and cargo's messages (`"reason":"compiler-message"`, `"build-finished"`, `"compiler-artifact"`)
+// are understood on the same stream: a vendor toolchain that is a cargo driver passes them on as
+// they are (protocol rustc-json/1), and fix-its come in rustc's own shape either way.
 
 #include "target/protocol.hpp"
 
@@ -78,6 +81,99 @@ std::string get_capped(const json& object, const char* key, std::size_t max_char
     return detail::cap_text(get_string(object, key), max_chars);
 }
 
+Applicability parse_applicability(const std::string& text) {
+    if (text == "MachineApplicable") return Applicability::machine_applicable;
+    if (text == "MaybeIncorrect") return Applicability::maybe_incorrect;
+    if (text == "HasPlaceholders") return Applicability::has_placeholders;
+    return Applicability::unspecified;
+}
+
+std::string optional_string(const json& object, const char* key) {
+    auto found = object.find(key);
+    return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
+/// The suggestions carried by `holder`'s `spans` (rustc: a child's spans, or the diagnostic's own).
+void collect_suggestions(const json& holder, const std::string& help, std::vector<Suggestion>& out) {
+    auto spans = holder.find("spans");
+    if (spans == holder.end() || spans->is_null()) return;
+    if (!spans->is_array()) throw ShapeError("\"spans\" must be an array");
+    for (const auto& span : *spans) {
+        if (!span.is_object()) throw ShapeError("each span must be an object");
+        auto replacement = span.find("suggested_replacement");
+        if (replacement == span.end() || replacement->is_null()) continue;
+        if (!replacement->is_string()) throw ShapeError("\"suggested_replacement\" must be a string or null");
+        if (out.size() == k_diagnostic_suggestions_max) return;
+        Suggestion suggestion;
+        suggestion.message = detail::cap_text(help, k_diagnostic_note_max_chars);
+        suggestion.file = detail::cap_text(get_string(span, "file_name"), k_diagnostic_field_max_chars);
+        suggestion.byte_start = get_integer(span, "byte_start");
+        suggestion.byte_end = get_integer(span, "byte_end");
+        if (suggestion.byte_start < 0 || suggestion.byte_end < suggestion.byte_start) {
+            throw ShapeError("a suggestion's byte range must satisfy 0 <= byte_start <= byte_end");
+        }
+        suggestion.line = static_cast<int>(get_optional_integer(span, "line_start"));
+        suggestion.column = static_cast<int>(get_optional_integer(span, "column_start"));
+        suggestion.replacement = detail::cap_text(replacement->get<std::string>(), k_diagnostic_message_max_chars);
+        suggestion.applicability = parse_applicability(optional_string(span, "suggestion_applicability"));
+        out.push_back(std::move(suggestion));
+    }
+}
+
+/// Suggestions from `children[].spans[]`, each with its child's message as the help.
+void collect_child_suggestions(const json& object, Diagnostic& diagnostic, bool children_as_notes) {
+    auto children = object.find("children");
+    if (children == object.end() || children->is_null()) return;
+    if (!children->is_array()) throw ShapeError("\"children\" must be an array");
+    for (const auto& child : *children) {
+        if (!child.is_object()) throw ShapeError("each child must be an object");
+        const std::string help = optional_string(child, "message");
+        const std::size_t before = diagnostic.suggestions.size();
+        collect_suggestions(child, help, diagnostic.suggestions);
+        if (children_as_notes && diagnostic.suggestions.size() == before && !help.empty() &&
+            diagnostic.notes.size() < k_diagnostic_notes_max) {
+            const std::string level = optional_string(child, "level");
+            diagnostic.notes.push_back(
+                detail::cap_text(level.empty() ? help : level + ": " + help, k_diagnostic_note_max_chars));
+        }
+    }
+}
+
+/// rustc's JSON diagnostic (`rustc --error-format=json`, or cargo's `message`) as ours: the code's
+/// `code`, the primary span, the children as notes, every suggested replacement as a suggestion.
+/// Levels other than error and warning (a lone note, "aborting due to …" summaries) give nullopt.
+std::optional<Diagnostic> from_rustc_diagnostic(const json& object) {
+    Diagnostic diagnostic;
+    diagnostic.level = detail::cap_text(get_string(object, "level"), k_diagnostic_field_max_chars);
+    if (diagnostic.level.starts_with("error: internal compiler error")) diagnostic.level = "error";
+    if (diagnostic.level != "error" && diagnostic.level != "warning") return std::nullopt;
+    diagnostic.message = get_capped(object, "message", k_diagnostic_message_max_chars);
+    auto code = object.find("code");
+    if (code != object.end() && code->is_object()) {
+        diagnostic.code = detail::cap_text(optional_string(*code, "code"), k_diagnostic_field_max_chars);
+    }
+    auto spans = object.find("spans");
+    if (spans != object.end() && spans->is_array()) {
+        const json* primary = nullptr;
+        for (const auto& span : *spans) {
+            if (!span.is_object()) throw ShapeError("each span must be an object");
+            auto is_primary = span.find("is_primary");
+            if (!primary || (is_primary != span.end() && is_primary->is_boolean() && is_primary->get<bool>())) primary = &span;
+        }
+        if (primary) {
+            Span located;
+            located.file = detail::cap_text(get_string(*primary, "file_name"), k_diagnostic_field_max_chars);
+            located.line = static_cast<int>(get_optional_integer(*primary, "line_start"));
+            located.column = static_cast<int>(get_optional_integer(*primary, "column_start"));
+            diagnostic.span = located;
+        }
+    }
+    if (diagnostic.code.empty() && !diagnostic.span && diagnostic.message.starts_with("aborting due to")) return std::nullopt;
+    collect_suggestions(object, diagnostic.message, diagnostic.suggestions);
+    collect_child_suggestions(object, diagnostic, true);
+    return diagnostic;
+}
+
 Diagnostic to_diagnostic(const json& object) {
     Diagnostic diagnostic;
     diagnostic.level = get_capped(object, "level", k_diagnostic_field_max_chars);
@@ -111,6 +207,7 @@ Diagnostic to_diagnostic(const json& object) {
             diagnostic.notes.push_back(detail::cap_text(note.get<std::string>(), k_diagnostic_note_max_chars));
         }
     }
+    collect_child_suggestions(object, diagnostic, false);
     return diagnostic;
 }
 
@@ -140,8 +237,46 @@ Verify to_verify(const json& object) {
     return verify;
 }
 
+/// A rustc (`$message_type`) or cargo (`reason`) message: diagnostics, the build's end, artifacts.
+void absorb_rustc(const json& object, const std::string& line, detail::ParsedOutput& parsed) {
+    parsed.rustc_messages = true;
+    if (object.contains("$message_type")) {
+        const std::string kind = get_string(object, "$message_type");
+        if (kind == "diagnostic") {
+            if (auto diagnostic = from_rustc_diagnostic(object)) parsed.diagnostics.push_back(std::move(*diagnostic));
+        } else if (kind == "artifact") {
+            parsed.cargo_artifact = get_string(object, "artifact");
+        } else if (parsed.raw_events.size() < k_raw_events_max) {
+            parsed.raw_events.push_back(detail::cap_text(line, k_raw_line_max_chars));
+        }
+        return;
+    }
+    const std::string reason = get_string(object, "reason");
+    if (reason == "compiler-message") {
+        const json& message = require_field(object, "message");
+        if (!message.is_object()) throw ShapeError("\"message\" must be an object (a rustc diagnostic)");
+        if (auto diagnostic = from_rustc_diagnostic(message)) parsed.diagnostics.push_back(std::move(*diagnostic));
+    } else if (reason == "build-finished") {
+        parsed.build_finished = get_bool(object, "success");
+    } else if (reason == "compiler-artifact") {
+        auto executable = object.find("executable");
+        if (executable != object.end() && executable->is_string()) {
+            parsed.cargo_artifact = executable->get<std::string>();
+        } else if (auto files = object.find("filenames"); files != object.end() && files->is_array() && !files->empty() &&
+                                                         files->back().is_string()) {
+            parsed.cargo_artifact = files->back().get<std::string>();
+        }
+    } else if (parsed.raw_events.size() < k_raw_events_max) {
+        parsed.raw_events.push_back(detail::cap_text(line, k_raw_line_max_chars));
+    }
+}
+
 /// Adds one parsed line to `parsed`; throws ShapeError when the object is not what its type says.
 void absorb(const json& object, const std::string& line, detail::ParsedOutput& parsed) {
+    if (!object.contains("type") && (object.contains("$message_type") || object.contains("reason"))) {
+        absorb_rustc(object, line, parsed);
+        return;
+    }
     const std::string type = get_string(object, "type");
     if (type == "diagnostic") {
         parsed.diagnostics.push_back(to_diagnostic(object));

@@ -39,6 +39,9 @@ struct ParsedOutput {
     std::optional<Verify> verify;
     std::vector<ErrorLine> errors;
     std::vector<std::string> raw_events;  ///< unknown types, verbatim
+    bool rustc_messages = false;          ///< rustc/cargo JSON messages were among the lines
+    std::optional<bool> build_finished;   ///< cargo's `build-finished` success
+    std::string cargo_artifact;           ///< cargo's `compiler-artifact` executable, rustc's `artifact`
 };
 
 /// `text` cut on a UTF-8 boundary to at most `max_chars` bytes, a marker saying how much was cut included.

@@ -21,12 +21,29 @@ inline constexpr std::size_t k_diagnostic_message_max_chars = 1000;  ///< diagno
 inline constexpr std::size_t k_diagnostic_notes_max = 8;             ///< notes kept per diagnostic
 inline constexpr std::size_t k_diagnostic_note_max_chars = 300;
 inline constexpr std::size_t k_diagnostic_quantities_max = 32;
+inline constexpr std::size_t k_diagnostic_suggestions_max = 32;     ///< fix-its kept per diagnostic
 inline constexpr std::size_t k_diagnostic_field_max_chars = 200;     ///< level, code, span file, quantity name, error kind
 inline constexpr std::size_t k_raw_line_max_chars = 4000;            ///< an unparsable line or an unknown event, kept
 inline constexpr std::size_t k_raw_events_max = 64;                  ///< unknown events kept per call
 
 struct Quantity { std::string name; double value = 0.0; std::optional<double> limit; };
 struct Span { std::string file; int line = 0; int column = 0; };
+
+/// How safe a suggested replacement is to apply unseen (rustc's `suggestion_applicability`).
+enum class Applicability { machine_applicable, maybe_incorrect, has_placeholders, unspecified };
+std::string_view applicability_name(Applicability applicability);  ///< "MachineApplicable", …
+
+/// A fix-it, in rustc's manner: replace bytes [byte_start, byte_end) of `file` with `replacement`.
+struct Suggestion {
+    std::string message;             ///< the help that carries it ("use `to_trf`")
+    std::string file;
+    std::int64_t byte_start = 0;
+    std::int64_t byte_end = 0;
+    int line = 0;
+    int column = 0;
+    std::string replacement;
+    Applicability applicability = Applicability::unspecified;
+};
 
 /// One toolchain diagnostic (compile error, legality rule, warning).
 struct Diagnostic {
@@ -36,6 +53,7 @@ struct Diagnostic {
     std::optional<Span> span;
     std::vector<Quantity> quantities;
     std::vector<std::string> notes;
+    std::vector<Suggestion> suggestions;  ///< from `children[].spans[]` (and rustc's own `spans[]`)
 };
 
 /// How a toolchain call ended, beyond its parsed content.

@@ -37,7 +37,35 @@ std::string_view call_status_name(CallStatus status) {
     return "not_started";
 }
 
+std::string_view applicability_name(Applicability applicability) {
+    switch (applicability) {
+        case Applicability::machine_applicable: return "MachineApplicable";
+        case Applicability::maybe_incorrect: return "MaybeIncorrect";
+        case Applicability::has_placeholders: return "HasPlaceholders";
+        case Applicability::unspecified: return "Unspecified";
+    }
+    return "Unspecified";
+}
+
 namespace {
+
+/// rustc-json/1: a check or compile speaks cargo/rustc JSON and has no result line of ours. Its
+/// result is cargo's `build-finished`, else the exit status, and in either case no error
+/// diagnostic; the errors and warnings are counted from the diagnostics.
+template <typename Line>
+std::optional<Line> rustc_result(const detail::ParsedOutput& parsed, const proc::Result& process) {
+    const std::int64_t errors = std::count_if(parsed.diagnostics.begin(), parsed.diagnostics.end(),
+                                              [](const Diagnostic& d) { return d.level == "error"; });
+    const std::int64_t warnings = static_cast<std::int64_t>(parsed.diagnostics.size()) - errors;
+    const bool exited_ok = process.exit_code && *process.exit_code == 0 && !process.term_signal && !process.timed_out;
+    if (!parsed.build_finished && !process.exit_code) return std::nullopt;
+    Line line;
+    line.ok = parsed.build_finished.value_or(exited_ok) && exited_ok && errors == 0;
+    line.errors = errors;
+    line.warnings = warnings;
+    line.compile_secs = process.wall_secs;
+    return line;
+}
 
 constexpr int k_exit_ok = 0;
 constexpr int k_exit_failed = 1;
@@ -496,6 +524,10 @@ CompileResult Toolchain::compile(const fs::path& file) const {
                        CacheAccess::writable);
     auto parsed = detail::parse_output(result.call.process.stdout_text);
     result.diagnostics = parsed.diagnostics;
+    if (!parsed.compile && m_target.toolchain.protocol == config::k_protocol_rustc_json_v1) {
+        parsed.compile = rustc_result<detail::CompileLine>(parsed, result.call.process);
+        if (parsed.compile) parsed.compile->artifact = parsed.cargo_artifact;
+    }
     if (parsed.compile) {
         result.ok = parsed.compile->ok;
         result.compile_secs = parsed.compile->compile_secs;
@@ -505,6 +537,17 @@ CompileResult Toolchain::compile(const fs::path& file) const {
     classify(result.call, parsed, parsed.compile.has_value(), "compile");
     if (result.call.status != CallStatus::ok) result.ok = false;
     return result;
+}
+
+std::string Toolchain::identity() const {
+    auto bin = resolve_bin();
+    if (!bin) return "";
+    std::error_code error;
+    const auto size = fs::file_size(*bin, error);
+    if (error) return "";
+    const auto modified = fs::last_write_time(*bin, error);
+    if (error) return "";
+    return fmt::format("{} {} {}", bin->string(), size, modified.time_since_epoch().count());
 }
 
 VersionResult Toolchain::version() const {
@@ -535,6 +578,9 @@ CheckResult Toolchain::check(const fs::path& file) const {
     result.call = call_on_file("check", m_target.toolchain.check, {{"file", absolute.string()}}, absolute);
     auto parsed = detail::parse_output(result.call.process.stdout_text);
     result.diagnostics = parsed.diagnostics;
+    if (!parsed.check && m_target.toolchain.protocol == config::k_protocol_rustc_json_v1) {
+        parsed.check = rustc_result<detail::CheckLine>(parsed, result.call.process);
+    }
     if (parsed.check) {
         result.ok = parsed.check->ok;
         result.compile_secs = parsed.check->compile_secs;

@@ -34,6 +34,8 @@ public:
     std::optional<std::filesystem::path> resolve_bin(std::string* why = nullptr) const;
 
     VersionResult version() const override;
+    /// "path size mtime" of the resolved executable; "" when it is not found.
+    std::string identity() const override;
     const std::string& target_name() const override { return m_target.name; }
     /// Compiles `file` into the cache (target.yaml's `compile` command). check/schedule/run call it
     /// themselves, once per file content per process; nothing to do without a compile command or a

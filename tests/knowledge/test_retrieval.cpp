@@ -44,7 +44,7 @@ struct Fixture {
         kb.set_current_version("npuc", "1.0.0");
         kb.ingest_docs();
         npuopt::target::Diagnostic dm{"error", "E0201", "DM allocation exceeds slice capacity on slice 3",
-                                      std::nullopt, {{"dm_bytes", 786432.0, 524288.0}}, {}};
+                                      std::nullopt, {{"dm_bytes", 786432.0, 524288.0}}, {}, {}};
         kb.rules().mine_diagnostics({dm}, DesignRef{"d1", "", {}});
         // A measured fact, written as the microbenchmark code writes knowledge_entries.
         database.execute(

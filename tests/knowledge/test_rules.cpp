@@ -126,7 +126,7 @@ TEST_CASE("draft_rules: bounds / multiples / directions / and statements from fi
     CHECK(hazard[0].kind == k_rule_statement);
 
     Diagnostic zero_packet{"error", "E0101", "DMA packet size out of range", std::nullopt,
-                           {{"packet_bytes", 0.0, 4096.0}}, {}};
+                           {{"packet_bytes", 0.0, 4096.0}}, {}, {}};
     auto zero = draft_rules(zero_packet);  // value below the limit without "at least": no lower bound invented
     REQUIRE(zero.size() == 1);
     CHECK(zero[0].kind == k_rule_statement);
@@ -166,8 +166,8 @@ TEST_CASE("mine_diagnostics: one rule per signature / evidence and confidence gr
 TEST_CASE("a limit that differs between designs is design-dependent: the rule becomes a statement") {
     Fixture fixture;
     RuleBook rules = fixture.kb.rules();
-    Diagnostic first{"error", "E0303", "tile pitch smaller than a row", std::nullopt, {{"pitch", 1024.0, 2048.0}}, {}};
-    Diagnostic second{"error", "E0303", "tile pitch smaller than a row", std::nullopt, {{"pitch", 512.0, 4096.0}}, {}};
+    Diagnostic first{"error", "E0303", "tile pitch smaller than a row", std::nullopt, {{"pitch", 1024.0, 2048.0}}, {}, {}};
+    Diagnostic second{"error", "E0303", "tile pitch smaller than a row", std::nullopt, {{"pitch", 512.0, 4096.0}}, {}, {}};
     rules.mine_diagnostics({first}, DesignRef{"a", "", {}});
     CHECK(rules.check_quantities({{"pitch", 1500.0}}).size() == 1);
     rules.mine_diagnostics({second}, DesignRef{"b", "", {}});
