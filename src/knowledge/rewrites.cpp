@@ -104,6 +104,7 @@ SourceRules::SourceRules(store::KnowledgeStore& store, std::string target, std::
 
 std::int64_t SourceRules::record_rewrite(const target::SourceEdit& edit, const DesignRef& design) {
     store::Transaction transaction(m_store->database());
+    m_store->toolchain_version_id(m_target, m_toolchain_name, m_version);
     const std::string signature = rewrite_signature(edit.code, edit.from, edit.to);
     auto existing = m_store->find_rule_by_signature(m_target, m_version, signature);
     std::int64_t rule_id = 0;
@@ -144,6 +145,7 @@ std::int64_t SourceRules::record_rewrite(const target::SourceEdit& edit, const D
 
 void SourceRules::reject_rewrite(const target::SourceEdit& edit, const DesignRef& design, const std::string& why) {
     store::Transaction transaction(m_store->database());
+    m_store->toolchain_version_id(m_target, m_toolchain_name, m_version);
     const std::string signature = rewrite_signature(edit.code, edit.from, edit.to);
     auto existing = m_store->find_rule_by_signature(m_target, m_version, signature);
     std::int64_t rule_id = 0;
@@ -205,6 +207,7 @@ std::vector<SourceRewrite> SourceRules::rewrites() {
 std::int64_t SourceRules::record_failure(const std::string& family, const target::Diagnostic& diagnostic,
                                          const DesignRef& design) {
     store::Transaction transaction(m_store->database());
+    m_store->toolchain_version_id(m_target, m_toolchain_name, m_version);
     const std::string statement = generalise_message(diagnostic.message);
     const std::string signature = failure_signature(family, diagnostic.code, statement);
     auto existing = m_store->find_rule_by_signature(m_target, m_version, signature);

@@ -18,6 +18,8 @@
 #include "campaign/lock.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
+#include "knowledge/rewrites.hpp"
+#include "store/knowledge_store.hpp"
 #include "search/tree.hpp"
 #include "store/tree_store.hpp"
 #include "../search/search_test_util.hpp"
@@ -126,6 +128,9 @@ struct FakeEvaluator final : campaign::Evaluator {
         if (version.empty() && why) *why = "npuc not found on PATH or in the target's search paths";
         return version;
     }
+    std::string identity = "fake-npuc 1";  ///< what toolchain_identity reports ("" = gone)
+    std::string toolchain_identity() override { return identity; }
+    std::string toolchain_name() override { return "fake"; }
 };
 
 config::KernelsConfig toy_kernels(const std::filesystem::path& dir) {
@@ -521,4 +526,130 @@ TEST_CASE("launches counted in the store but never committed with their step are
     CHECK(evaluator.evaluations == 0);  // nothing left to spend
     auto store = store::CampaignStore::open(dir.path / "campaign.db");
     CHECK(campaign::campaign_status(store).device_runs_used == 40);
+}
+
+namespace {
+
+std::vector<store::EventRecord> events_of(const std::filesystem::path& dir, const std::string& kind) {
+    auto store = store::CampaignStore::open(dir / "campaign.db");
+    std::vector<store::EventRecord> found;
+    for (const auto& event : store.list_events(100000)) {
+        if (event.kind == kind) found.push_back(event);
+    }
+    return found;
+}
+
+}  // namespace
+
+TEST_CASE("a toolchain that disappears under the running loop stops it with a clear message and keeps every step") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator evaluator;
+    evaluator.on_evaluate = [&](int n) {
+        if (n == 4) evaluator.identity = "";  // npuc removed while the fourth step ran
+    };
+    auto result = run_toy(dir.path, templates.path, evaluator, toy_options(dir.path));
+    CHECK(result.stop == campaign::StopReason::toolchain_missing);
+    CHECK(result.message.find("disappeared") != std::string::npos);
+    CHECK(result.message.find("fake 1.0") != std::string::npos);
+    CHECK(evaluator.evaluations == 4);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    CHECK(search::load_tree(store, "toy").nodes.size() == 4);  // every evaluated step kept
+    CHECK(events_of(dir.path, "toolchain_moved").size() == 1);
+
+    SUBCASE("the same version reinstalled goes on") {
+        FakeEvaluator again;
+        again.on_evaluate = [&](int n) {
+            if (n == 2) again.identity = "fake-npuc 2";  // another file, same version
+        };
+        auto options = toy_options(dir.path);
+        options.max_steps = 4;
+        auto rerun = run_toy(dir.path, templates.path, again, options);
+        CHECK(rerun.stop == campaign::StopReason::step_limit);
+    }
+    SUBCASE("another version under the loop ends the run as toolchain_changed") {
+        FakeEvaluator again;
+        again.on_evaluate = [&](int n) {
+            if (n == 2) {
+                again.identity = "fake-npuc 2";
+                again.version = "fake 1.1";
+            }
+        };
+        auto rerun = run_toy(dir.path, templates.path, again, toy_options(dir.path));
+        CHECK(rerun.stop == campaign::StopReason::toolchain_changed);
+        CHECK(rerun.message.find("from fake 1.0 to fake 1.1") != std::string::npos);
+    }
+}
+
+TEST_CASE("after a toolchain update the baseline and the champion are measured again and old records are kept stale") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator old_toolchain;
+    auto options = toy_options(dir.path);
+    options.max_steps = 12;
+    auto first = run_toy(dir.path, templates.path, old_toolchain, options);
+    REQUIRE(first.kernels.at(0).champion_cycles.has_value());
+    const std::string old_champion = first.kernels[0].champion;
+    REQUIRE(old_champion != "baseline");
+
+    FakeEvaluator new_toolchain;
+    new_toolchain.version = "fake 1.1";
+    options.max_steps = 1;  // the port is one step of the loop
+    auto second = run_toy(dir.path, templates.path, new_toolchain, options);
+    auto finished = events_of(dir.path, "port_finished");
+    REQUIRE(finished.size() == 1);
+    auto event = nlohmann::json::parse(finished[0].payload_json);
+    CHECK(event["from"] == "fake 1.0");
+    CHECK(event["to"] == "fake 1.1");
+    CHECK(event["champion_ported"] == true);
+    CHECK(event["lost"] == "");
+    CHECK(event["before"]["champion"] == old_champion);
+    CHECK(second.kernels.at(0).champion == old_champion);  // ported, re-measured, still the champion
+    CHECK(new_toolchain.evaluations == 2);                  // the baseline, then the champion
+    CHECK(second.kernels[0].baseline_cycles.has_value());
+    auto changed = events_of(dir.path, "toolchain_changed");
+    REQUIRE(changed.size() == 1);
+    CHECK(nlohmann::json::parse(changed[0].payload_json).value("records_marked_stale", 0) >= 0);
+}
+
+TEST_CASE("a kernel whose every family has a known failure is blocked instead of burning steps") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    store::KnowledgeStore knowledge(store.database());
+    knowledge::SourceRules rules(knowledge, "toy-target", "fake 1.0", "fake");
+    target::Diagnostic renamed{"error", "E0401", "`vtrf` was renamed to `to_trf`", std::nullopt, {}, {}, {}};
+    for (const std::string family : {"tiles", "stream"}) {
+        rules.record_failure(family, renamed, {family + "-a", "", {}});
+        if (family == "tiles") rules.record_failure(family, renamed, {family + "-b", "", {}});
+    }
+    CHECK(rules.known_failures(2).size() == 1);  // one design of `stream` is not yet a known failure
+
+    FakeEvaluator evaluator;
+    auto options = toy_options(dir.path);
+    options.source_rules = &rules;
+    options.max_steps = 40;
+    {
+        auto setups = campaign::prepare_kernels(toy_kernels(templates.path), {}, templates.path, "toy-target");
+        campaign::CampaignDriver driver(store, evaluator, std::move(setups), options, toy_model());
+        auto result = driver.run();
+        CHECK(result.kernels.at(0).status != "blocked");  // `stream` is still open
+    }
+    rules.record_failure("stream", renamed, {"stream-b", "", {}});
+    FakeEvaluator later;
+    auto setups = campaign::prepare_kernels(toy_kernels(templates.path), {}, templates.path, "toy-target");
+    campaign::CampaignDriver driver(store, later, std::move(setups), options, toy_model());
+    auto result = driver.run();
+    CHECK(later.evaluations == 0);
+    CHECK(result.kernels.at(0).status == "blocked");
+    CHECK(result.kernels[0].reason.find("every family fails under fake 1.0") != std::string::npos);
+    CHECK(result.kernels[0].reason.find("tiles") != std::string::npos);
+    CHECK(result.kernels[0].reason.find("stream") != std::string::npos);
+    CHECK(events_of(dir.path, "kernel_blocked").size() == 1);
+    // A design of a family passing the check again opens it.
+    rules.record_pass("stream", {"stream-c", "", {}});
+    CHECK(rules.known_failures(2).size() == 1);
 }
