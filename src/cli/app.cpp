@@ -100,7 +100,7 @@ int run_main(int argc, char** argv) {
     bench->add_option("what", bench_options.what, "kb | acceptance | search | adversarial (the adversarial "
                                                   "corpus and honest controls through the cascade)")
         ->required()
-        ->check(CLI::IsMember({"kb", "acceptance", "search", "adversarial"}));
+        ->check(CLI::IsMember({"kb", "acceptance", "search", "refresh", "adversarial"}));
     std::string bench_dir;
     bench->add_option("--dir", bench_dir, "adversarial: the corpus folder (default tests/data/adversarial)");
     auto* bench_device_runs_option =

@@ -1,4 +1,4 @@
-// `npuopt bench kb|acceptance|search|adversarial`: run the benchmark programs built beside npuopt. Only those
+// `npuopt bench kb|acceptance|search|refresh|adversarial`: run the benchmark programs built beside npuopt. Only those
 // programs may read the simulator's true profile; npuopt itself never does.
 
 #include <unistd.h>
@@ -54,13 +54,15 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     std::vector<std::string> args;
     if (global.json) args.push_back("--json");
     if (options.device_runs) {
-        if (options.what != "search") throw Error(ErrorKind::invalid_input, "bench: --device-runs is for `bench search`");
+        if (options.what != "search" && options.what != "refresh") {
+            throw Error(ErrorKind::invalid_input, "bench: --device-runs is for `bench search` and `bench refresh`");
+        }
         if (*options.device_runs <= 0) throw Error(ErrorKind::invalid_input, "bench: --device-runs must be positive");
         args.push_back("--device-runs");
         args.push_back(std::to_string(*options.device_runs));
     }
     args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-    if (global.knowledge_dir && (options.what == "search" || options.what == "adversarial")) {
+    if (global.knowledge_dir && (options.what == "search" || options.what == "adversarial" || options.what == "refresh")) {
         args.push_back("--knowledge-dir");
         args.push_back(global.knowledge_dir->string());
     }
@@ -76,12 +78,15 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     } else if (options.what == "search") {
         names = {"search_bench", "npuopt_bench_search"};
         build_target = "npuopt_bench_search";
+    } else if (options.what == "refresh") {
+        names = {"refresh_bench", "npuopt_bench_refresh"};
+        build_target = "npuopt_bench_refresh";
     } else if (options.what == "adversarial") {
         names = {"adversarial_bench", "npuopt_bench_adversarial"};
         build_target = "npuopt_bench_adversarial";
     } else {
         throw Error(ErrorKind::invalid_input,
-                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search or adversarial)", options.what));
+                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search, refresh or adversarial)", options.what));
     }
     if (auto program = find_program(dir, names)) exec_program(*program, args);
     throw Error(ErrorKind::io, fmt::format("bench {}: the benchmark program {} is not built beside {} (build it with "
