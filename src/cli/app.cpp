@@ -61,6 +61,9 @@ int run_main(int argc, char** argv) {
     init->add_option("dir", init_options.dir, "Campaign directory to create (must not exist or be empty)")->required();
     init->add_option("--target", init_options.target, "Target name: a folder under knowledge/")->required();
     init->add_option("--seed", init_options.seed, "Seed of the campaign's random choices")->capture_default_str();
+    init->add_option("--shape", init_options.shape,
+                     "Shape every kernel is specialised to: a shape name of the target's kernels.yaml "
+                     "(default: each kernel's first shape)");
 
     DoctorOptions doctor_options;
     std::string doctor_target;
