@@ -99,7 +99,10 @@ int run_main(int argc, char** argv) {
     std::int64_t bench_device_runs = 0;
     auto* bench = app.add_subcommand("bench", "Benchmarks that print npuopt's figure beside the one it is compared with: "
                                               "kb (fitted vs true hardware values), acceptance (the judge vs naive "
-                                              "rules), search (npuopt vs random search and hill-climbing)");
+                                              "rules), search (npuopt vs random search and hill-climbing on "
+                                              "generated chips and named shapes: after --, --chips K | --chip-seeds "
+                                              "A,B, --shapes all|NAME,..., --only npuopt,random,hill, --work DIR "
+                                              "(resumable: one result file per cell), --verify-runs N)");
     bench->add_option("what", bench_options.what, "kb | acceptance | search | adversarial (the adversarial "
                                                   "corpus and honest controls through the cascade)")
         ->required()
