@@ -106,7 +106,7 @@ public:
             }
             start = context.champion->params;
         }
-        if (!family) {  // from the baseline: a random family's default point
+        if (!family) {  // from the baseline: a random family's default point (or a feasible one)
             std::vector<std::shared_ptr<search::Template>> families;
             for (const auto& candidate : context.templates) {
                 if (!candidate->is_baseline()) families.push_back(candidate);
@@ -114,6 +114,12 @@ public:
             if (families.empty()) return proposals;
             family = families[random() % families.size()];
             start = family->default_assignment();
+            // defaults the shape makes infeasible: a random feasible point of the family instead
+            for (int attempt = 0; attempt < 256 && family->check_constraints(start); ++attempt) {
+                for (const auto& param : family->params()) {
+                    if (!param.values.empty()) start[param.name] = param.values[random() % param.values.size()];
+                }
+            }
             if (!family->check_constraints(start)) {
                 auto design = family->instantiate(start);
                 if (!context.is_known || !context.is_known(design.content_hash)) {
