@@ -5,8 +5,18 @@ use npu::*;
 
 const PKT: u32 = 512; // DMA packet bytes
 const GROWS: u32 = 32; // gate/up rows per pass (a multiple of 16 keeps block-scale reads aligned)
-const DROWS: u32 = 96; // down-projection rows per block
-const DK: u32 = 1536; // down-projection K chunk (elements)
+const MAX_DROWS: u32 = 96; // down-projection rows per block, at most
+const MAX_DK: u32 = 1536; // down-projection K chunk (elements), at most
+
+/// Down-projection rows per block: the largest multiple of 8 (lanes) up to MAX_DROWS that
+/// divides `hidden` and whose block-scale rows (rows × ffn/16 bytes) start 256-byte aligned.
+fn drows_for(hidden: u32, ffn: u32) -> u32 {
+    let mut rows = MAX_DROWS;
+    while rows > 8 && (hidden % rows != 0 || rows * (ffn / 16) % 256 != 0) {
+        rows -= 8;
+    }
+    rows
+}
 
 fn eng() -> Engine {
     engine(0, 0)
@@ -42,6 +52,7 @@ fn chunk_of(n: u32, max: u32) -> u32 {
 fn ff(k: &mut Ctx) {
     let s = k.shape();
     let (h, l) = (s.hidden, s.ffn);
+    let (drows, dk) = (drows_for(h, l), chunk_of(l, MAX_DK));
     let sl = 0usize;
     // HBM tensors
     let x = k.tensor("x");
@@ -65,15 +76,15 @@ fn ff(k: &mut Ctx) {
     let dd = k.dm_alloc(sl, h * 4);
     let dout = k.dm_alloc(sl, h * 2);
     let dsc = k.dm_alloc(sl, 3 * 256);
-    let wt = k.dm_alloc(sl, (GROWS * h / 2).max(DROWS * DK / 2));
-    let st = k.dm_alloc(sl, (GROWS * h / 16).max(DROWS * l / 16));
+    let wt = k.dm_alloc(sl, (GROWS * h / 2).max(drows * dk / 2));
+    let st = k.dm_alloc(sl, (GROWS * h / 16).max(drows * l / 16));
     // VRF / TRF
     let big = k.vrf_alloc(sl, 1536);
     let ss = k.vrf_alloc(sl, 1);
-    let accg = k.vrf_alloc(sl, GROWS.max(DROWS));
+    let accg = k.vrf_alloc(sl, GROWS.max(drows));
     let accu = k.vrf_alloc(sl, GROWS);
     let sc = k.vrf_alloc(sl, 3);
-    let xt = k.trf_alloc(sl, h.max(DK));
+    let xt = k.trf_alloc(sl, h.max(dk));
 
     load(k, x.at(0), dx.at(0), h * 2);
     load(k, norm.at(0), dnorm.at(0), h * 2);
@@ -134,23 +145,23 @@ fn ff(k: &mut Ctx) {
     }
 
     // down projection
-    let acc = accg.sub(0, DROWS);
-    let hv = big.sub(0, DK);
-    for r0 in (0..h).step_by(DROWS as usize) {
-        load(k, wdbs.at((r0 * l / 16) as u64), st.at(0), DROWS * l / 16);
-        for ci in 0..l / DK {
-            let t = k.vload(dh.at(ci * DK * 2), Dt::Bf16, hv);
+    let acc = accg.sub(0, drows);
+    let hv = big.sub(0, dk);
+    for r0 in (0..h).step_by(drows as usize) {
+        load(k, wdbs.at((r0 * l / 16) as u64), st.at(0), drows * l / 16);
+        for ci in 0..l / dk {
+            let t = k.vload(dh.at(ci * dk * 2), Dt::Bf16, hv);
             k.wait(t);
-            let t = k.vtrf(hv, xt.sub(0, DK));
+            let t = k.vtrf(hv, xt.sub(0, dk));
             k.wait(t);
-            let p = pk(DK / 2);
-            let t = k.dma(eng(), wd.at((r0 * l / 2 + ci * DK / 2) as u64), wt.at(0), p, &[lp(DROWS, (l / 2) as i64, (DK / 2) as i64), lp(DK / 2 / p, p as i64, p as i64)]);
+            let p = pk(dk / 2);
+            let t = k.dma(eng(), wd.at((r0 * l / 2 + ci * dk / 2) as u64), wt.at(0), p, &[lp(drows, (l / 2) as i64, (dk / 2) as i64), lp(dk / 2 / p, p as i64, p as i64)]);
             k.wait(t);
             let t = k.pass(&Pass {
                 slice: sl,
-                w: Tile { addr: wt.addr, rows: DROWS, cols: DK, pitch: DK / 2, dt: Dt::Fp4E2m1 },
-                scales: Some(Tile { addr: st.addr + ci * DK / 16, rows: DROWS, cols: DK / 16, pitch: l / 16, dt: Dt::Fp8E4m3 }),
-                x: xt.sub(0, DK),
+                w: Tile { addr: wt.addr, rows: drows, cols: dk, pitch: dk / 2, dt: Dt::Fp4E2m1 },
+                scales: Some(Tile { addr: st.addr + ci * dk / 16, rows: drows, cols: dk / 16, pitch: l / 16, dt: Dt::Fp8E4m3 }),
+                x: xt.sub(0, dk),
                 acc,
                 accumulate: ci > 0,
             });

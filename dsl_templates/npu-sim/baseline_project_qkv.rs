@@ -5,7 +5,18 @@
 use npu::*;
 
 const PKT: u32 = 1536; // DMA packet bytes (6 × 256)
-const ROWS: u32 = 128; // output rows per pass
+const MAX_ROWS: u32 = 128; // output rows per pass, at most
+
+/// Output rows per pass: the largest multiple of 16 (two halves of whole lane groups) up to
+/// MAX_ROWS that divides the k/v rows and whose fp8 tile (rows × hidden bytes) fits in the DM
+/// that the other buffers leave (`free` bytes).
+fn rows_for(kv_rows: u32, hidden: u32, free: u32) -> u32 {
+    let mut rows = MAX_ROWS;
+    while rows > 16 && (kv_rows % rows != 0 || rows * hidden > free) {
+        rows -= 16;
+    }
+    rows
+}
 
 fn eng() -> Engine {
     engine(0, 0)
@@ -49,7 +60,11 @@ fn qkv(k: &mut Ctx) {
     let q_out = k.tensor("q_out");
     let kc = k.tensor("k_cache");
     let vc = k.tensor("v_cache");
-    let wt = k.dm_alloc(sl, ROWS * h);
+    // DM beside the weight tile: q/k norms, the scales and the f32 results of one projection
+    let up = |bytes: u32| (bytes + 255) / 256 * 256; // dm_alloc rounds to 256 bytes
+    let others = 2 * up(d * 2) + up(nq * d * 2) + up(nq * d * 4);
+    let rows = rows_for(nkv * d, h, k.hw().dm_bytes.saturating_sub(others));
+    let wt = k.dm_alloc(sl, rows * h);
     // x and attn_norm only live until the operands are in TRF: keep them in the weight buffer
     let dx = Dm { slice: sl, addr: wt.addr, bytes: h * 2 };
     let dnorm = Dm { slice: sl, addr: wt.addr + h * 2, bytes: h * 2 };
@@ -61,8 +76,8 @@ fn qkv(k: &mut Ctx) {
     let dout = dres;
     let big = k.vrf_alloc(sl, 1536);
     let ss = k.vrf_alloc(sl, 1);
-    let acc = k.vrf_alloc(sl, ROWS);
-    let scv = k.vrf_alloc(sl, ROWS);
+    let acc = k.vrf_alloc(sl, rows);
+    let scv = k.vrf_alloc(sl, rows);
     let xt = k.trf_alloc(sl, h);
 
     load(k, x.at(0), dx.at(0), h * 2);
@@ -97,14 +112,14 @@ fn qkv(k: &mut Ctx) {
         let sc = k.tensor(sname);
         let n = heads * d;
         load(k, sc.at(0), dsc.at(0), n * 2);
-        for r0 in (0..n).step_by(ROWS as usize) {
+        for r0 in (0..n).step_by(rows as usize) {
             // the tile's two halves on two engines at once
-            let half = ROWS / 2 * h;
+            let half = rows / 2 * h;
             let ta = k.copy(eng(), w.at((r0 * h) as u64), wt.at(0), half, pk(half));
             let tb = k.copy(engine(0, 1), w.at((r0 * h + half) as u64), wt.at(half), half, pk(half));
             k.wait(ta);
             k.wait(tb);
-            let t = k.pass(&Pass { slice: sl, w: Tile { addr: wt.addr, rows: ROWS, cols: h, pitch: h, dt: Dt::Fp8E4m3 }, scales: None, x: xt, acc, accumulate: false });
+            let t = k.pass(&Pass { slice: sl, w: Tile { addr: wt.addr, rows, cols: h, pitch: h, dt: Dt::Fp8E4m3 }, scales: None, x: xt, acc, accumulate: false });
             k.wait(t);
             let t = k.vload(dsc.at(r0 * 2), Dt::Bf16, scv);
             k.wait(t);

@@ -157,6 +157,8 @@ void CampaignRecords::restore_kernel(KernelRuntime& kernel) {
     kernel.state = parse_kernel_state(state.value("status", std::string("active")));
     kernel.reason = state.value("reason", std::string());
     kernel.failure_kind = state.value("failure_kind", std::string());
+    kernel.baseline_tried = state.value("baseline_tried", false);
+    kernel.baseline_failure = state.value("baseline_failure", std::string());
     kernel.sol_cycles = state.value("sol_cycles", 0.0);
     kernel.steps_since_accept = state.value("steps_since_accept", std::int64_t{0});
     kernel.runs_since_accept = state.value("runs_since_accept", std::int64_t{0});

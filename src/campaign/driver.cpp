@@ -264,6 +264,7 @@ struct CampaignDriver::Impl {
         const eval::Outcome outcome = evaluate(candidate, champion_of(kernel), kernel);
 
         const bool is_baseline = proposal.design.is_baseline && !kernel.champion;
+        const bool is_reference = !kernel.champion;  // the first champion is what speedups are measured against
         const bool becomes_champion = outcome.accepted || (is_baseline && outcome.correct && outcome.cycles_median);
         const bool fix_again = !becomes_champion && outcome.fixit && outcome.fixit->kept && fixit_depth < 2;
         const eval::StepVerdict verdict = becomes_champion ? eval::StepVerdict::accepted : step_verdict(outcome);
@@ -283,18 +284,31 @@ struct CampaignDriver::Impl {
         feedback.device_secs = outcome.device_secs;
         feedback.became_champion = becomes_champion;
         feedback.champion_cycles_before = champion_before;
-        feedback.scored = !is_baseline && !(kernel.champion && kernel.champion->is_baseline) && proposal.role != "porter";
+        feedback.scored = !is_reference && !kernel.champion->is_baseline && proposal.role != "porter";
         feedback.speed_of_light_cycles = kernel.sol_cycles;
         kernel.search.notify(feedback);
 
         kernel.steps_since_accept = becomes_champion ? 0 : kernel.steps_since_accept + 1;
         kernel.runs_since_accept = becomes_champion ? 0 : kernel.runs_since_accept + outcome.device_runs;
         if (becomes_champion && !is_baseline) kernel.accepts_since_revalidation += 1;
-        if (is_baseline && !becomes_champion && !fix_again) {
-            kernel.state = KernelState::failed;
-            kernel.failure_kind = verdict == eval::StepVerdict::error ? "toolchain" : "baseline";
-            kernel.reason = fmt::format("the baseline did not become champion ({} at {}): {}", edge.verdict,
-                                        edge.last_stage.empty() ? "?" : edge.last_stage, edge.final_reason);
+        // A baseline that fails for want of a toolchain ends the kernel until the next run (which
+        // tries it again); one that fails as a design does not: the search goes on, and the first
+        // correct design becomes the reference. One cut short by the budget is tried again.
+        bool baseline_failed_now = false;
+        if (is_baseline && !becomes_champion && !outcome.budget_exhausted && !fix_again) {
+            const std::string why = fmt::format("{} at {}: {}", edge.verdict, edge.last_stage.empty() ? "?" : edge.last_stage,
+                                                edge.final_reason);
+            if (verdict == eval::StepVerdict::error) {
+                kernel.state = KernelState::failed;
+                kernel.failure_kind = "toolchain";
+                kernel.reason = fmt::format("the baseline did not become champion ({})", why);
+            } else {
+                kernel.baseline_tried = true;
+                kernel.baseline_failure = why;
+                baseline_failed_now = true;
+            }
+        } else if (is_baseline && becomes_champion) {
+            kernel.baseline_tried = true;
         }
         counters.step += 1;
         counters.device_runs += outcome.device_runs;
@@ -312,8 +326,10 @@ struct CampaignDriver::Impl {
                 link.design_id = design_id;
                 link.step = counters.step;
                 link.cycles = new_champion_cycles;
-                link.reason = is_baseline ? "baseline: the first champion"
-                                          : fmt::format("{}: {} ({})", proposal.role, proposal.move, edge.final_reason);
+                link.reason = is_baseline    ? "baseline: the first champion"
+                              : is_reference ? fmt::format("reference: {} ({}: {})", kernel.reference(), proposal.role,
+                                                           proposal.move)
+                                             : fmt::format("{}: {} ({})", proposal.role, proposal.move, edge.final_reason);
                 link_id = tree.push_champion(link);
             }
             records.save_counters(counters);
@@ -329,12 +345,24 @@ struct CampaignDriver::Impl {
             if (kernel.state == KernelState::failed) {
                 records.emit("kernel_failed", {{"kernel", kernel.name()}, {"reason", kernel.reason}});
             }
+            if (baseline_failed_now) {
+                records.emit("baseline_failed", {{"kernel", kernel.name()},
+                                                 {"shape", kernel.setup.spec.shape_name},
+                                                 {"reason", kernel.baseline_failure},
+                                                 {"then", "the search goes on; the first correct design becomes the reference"}});
+            }
+            if (becomes_champion && is_reference && !is_baseline) {
+                records.emit("reference_chosen", {{"kernel", kernel.name()},
+                                                  {"design", proposal.design.label()},
+                                                  {"cycles", new_champion_cycles},
+                                                  {"reference", kernel.reference()}});
+            }
             transaction.commit();
         });
         counters.steps_this_run += 1;
         counters.device_runs_this_run += outcome.device_runs;
         if (becomes_champion) {
-            if (is_baseline) kernel.baseline_cycles = new_champion_cycles;
+            if (is_reference) kernel.baseline_cycles = new_champion_cycles;
             kernel.champion = proposal.design;
             kernel.champion_design_id = design_id;
             kernel.champion_link_id = link_id;
@@ -379,6 +407,7 @@ struct CampaignDriver::Impl {
         progress.verdict = verdict;
         if (kernel.champion) progress.champion_cycles = kernel.champion_cycles;
         progress.baseline_cycles = kernel.baseline_cycles;
+        progress.reference = kernel.reference();
         if (kernel.baseline_cycles && kernel.champion_cycles > 0) progress.speedup = *kernel.baseline_cycles / kernel.champion_cycles;
         if (kernel.sol_cycles > 0 && kernel.champion_cycles > 0) progress.sol_fraction = kernel.sol_cycles / kernel.champion_cycles;
         progress.device_runs_used = counters.device_runs;
@@ -490,8 +519,11 @@ struct CampaignDriver::Impl {
                                           {"before", kernel.port_before},
                                           {"candidates", candidates.size()}});
             kernel.champion.reset();
+            kernel.champion_design_id = 0;
             kernel.champion_cycles = 0.0;
             kernel.baseline_cycles.reset();
+            kernel.baseline_tried = false;
+            kernel.baseline_failure.clear();
             step_baseline(kernel);
             kernel.port_baseline_done = true;
         }
@@ -556,11 +588,15 @@ struct CampaignDriver::Impl {
         double best_priority = -1e300;
         for (auto& kernel : kernels) {
             if (!kernel->active()) continue;
-            if (!kernel->champion) return kernel.get();  // baselines first
+            if (!kernel->champion && !kernel->baseline_tried) return kernel.get();  // baselines first
             const double reference = kernel->sol_cycles > 0
                                          ? kernel->sol_cycles
                                          : (kernel->baseline_cycles ? *kernel->baseline_cycles / 100.0 : 1.0);
-            const double distance = std::log(std::max(kernel->champion_cycles / std::max(reference, 1e-9), 1.0 + 1e-9));
+            // A kernel whose baseline failed and that has no correct design yet counts as far
+            // from its bound (as a baseline is), discounted like the others by its failed steps.
+            const double distance =
+                kernel->champion ? std::log(std::max(kernel->champion_cycles / std::max(reference, 1e-9), 1.0 + 1e-9))
+                                 : std::log(100.0);
             // Distance from the bound, discounted by what the kernel has cost since it last
             // improved: a kernel stuck near the limit of its families yields its turn to kernels
             // still gaining, since every kernel's log-speedup counts alike in the geomean.
@@ -578,7 +614,15 @@ struct CampaignDriver::Impl {
         auto baseline = std::find_if(kernel.setup.templates.begin(), kernel.setup.templates.end(),
                                      [](const auto& tmpl) { return tmpl->is_baseline(); });
         if (baseline == kernel.setup.templates.end()) {
-            fail_kernel(kernel, "baseline", "the kernel's baseline source could not be loaded");
+            kernel.baseline_tried = true;
+            kernel.baseline_failure = "the kernel's baseline source could not be loaded";
+            store::Transaction transaction = records.store().database().transaction();
+            records.save_kernel(kernel);
+            records.emit("baseline_failed", {{"kernel", kernel.name()},
+                                             {"shape", kernel.setup.spec.shape_name},
+                                             {"reason", kernel.baseline_failure},
+                                             {"then", "the search goes on; the first correct design becomes the reference"}});
+            transaction.commit();
             return;
         }
         search::Proposal proposal;
@@ -590,7 +634,7 @@ struct CampaignDriver::Impl {
     }
 
     void step_kernel(KernelRuntime& kernel) {
-        if (!kernel.champion) {
+        if (!kernel.champion && !kernel.baseline_tried) {
             step_baseline(kernel);
             return;
         }
@@ -627,16 +671,6 @@ struct CampaignDriver::Impl {
         store::Transaction transaction = records.store().database().transaction();
         records.save_kernel(kernel);
         records.emit("kernel_exhausted", {{"kernel", kernel.name()}, {"reason", kernel.reason}});
-        transaction.commit();
-    }
-
-    void fail_kernel(KernelRuntime& kernel, const std::string& kind, const std::string& reason) {
-        kernel.state = KernelState::failed;
-        kernel.failure_kind = kind;
-        kernel.reason = reason;
-        store::Transaction transaction = records.store().database().transaction();
-        records.save_kernel(kernel);
-        records.emit("kernel_failed", {{"kernel", kernel.name()}, {"kind", kind}, {"reason", reason}});
         transaction.commit();
     }
 
@@ -808,7 +842,9 @@ struct CampaignDriver::Impl {
             outcome.kernel = kernel->name();
             outcome.status = std::string(kernel_state_name(kernel->state));
             outcome.reason = kernel->reason;
+            outcome.shape = kernel->setup.spec.shape_name;
             outcome.baseline_cycles = kernel->baseline_cycles;
+            outcome.reference = kernel->reference();
             if (kernel->champion) {
                 outcome.champion_cycles = kernel->champion_cycles;
                 outcome.champion = kernel->champion->label();

@@ -2,7 +2,8 @@
 // The campaign loop: all kernels of a campaign, the one furthest from its speed of light first,
 // until the budgets are spent, every kernel is exhausted, or a signal asks it to stop.
 //
-//   per kernel, once: baseline ──► evaluate ──► first champion (or a recorded failure)
+//   per kernel, once: baseline ──► evaluate ──► first champion; when it fails, the search goes
+//                     on and the first correct design becomes the reference (marked as such)
 //   loop:  pick kernel (furthest from speed of light) ──► scheduler picks role ──► role proposes
 //          ──► record design ──► Evaluator (cascade: rules … race) ──► ONE transaction: tree edge,
 //          champion path, role stats, counters, event ──► every N accepts: re-validate champion
@@ -40,8 +41,9 @@ struct Progress {
     std::string design;                   ///< label of the design just evaluated
     std::string verdict;
     std::optional<double> champion_cycles;
-    std::optional<double> baseline_cycles;
-    double speedup = 0.0;                 ///< baseline / champion (0 when unknown)
+    std::optional<double> baseline_cycles;  ///< the reference's cycles (see `reference`)
+    std::string reference = "baseline";   ///< what speedup is measured against (KernelRuntime::reference)
+    double speedup = 0.0;                 ///< reference / champion (0 when unknown)
     double sol_fraction = 0.0;            ///< speed of light / champion (1 = at the bound; 0 when unknown)
     std::int64_t device_runs_used = 0;
     std::int64_t device_runs_budget = 0;
@@ -96,11 +98,17 @@ struct KernelOutcome {
     std::string kernel;
     std::string status;                   ///< active | exhausted | failed | blocked
     std::string reason;
-    std::optional<double> baseline_cycles;
+    std::string shape;                    ///< the kernel's shape name
+    std::optional<double> baseline_cycles;  ///< the reference's cycles (see `reference`)
+    std::string reference = "baseline";   ///< "baseline" or "first correct design (baseline failed: …)"
     std::optional<double> champion_cycles;
     std::string champion;                 ///< label
     std::int64_t designs = 0;
 };
+
+/// What a kernel's speedups are measured against, given why its baseline failed ("" when it
+/// did not): "baseline" or "first correct design (baseline failed: <why>)".
+std::string reference_text(const std::string& baseline_failure);
 
 struct CampaignResult {
     StopReason stop = StopReason::finished;
@@ -135,7 +143,9 @@ struct KernelStatus {
     std::string kernel;
     std::string status;
     std::string reason;
-    std::optional<double> baseline_cycles;
+    std::string shape;                    ///< the kernel's shape name ("" in a database from before shapes)
+    std::optional<double> baseline_cycles;  ///< the reference's cycles (first champion)
+    std::string reference = "baseline";   ///< what speedup is measured against
     std::optional<double> champion_cycles;
     std::string champion;
     double speedup = 0.0;

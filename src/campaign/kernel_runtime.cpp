@@ -1,5 +1,7 @@
 #include "campaign/kernel_runtime.hpp"
 
+#include <fmt/format.h>
+
 namespace npuopt::campaign {
 
 std::string_view kernel_state_name(KernelState state) {
@@ -29,6 +31,10 @@ nlohmann::json KernelRuntime::state_json() const {
     return {{"status", std::string(kernel_state_name(state))},
             {"reason", reason},
             {"failure_kind", failure_kind},
+            {"shape", setup.spec.shape_name},
+            {"baseline_tried", baseline_tried},
+            {"baseline_failure", baseline_failure},
+            {"reference", reference()},
             {"sol_cycles", sol_cycles},
             {"steps_since_accept", steps_since_accept},
             {"runs_since_accept", runs_since_accept},
@@ -39,6 +45,13 @@ nlohmann::json KernelRuntime::state_json() const {
             {"port_baseline_done", port_baseline_done},
             {"port_before", port_before}};
 }
+
+std::string reference_text(const std::string& baseline_failure) {
+    if (baseline_failure.empty()) return "baseline";
+    return fmt::format("first correct design (baseline failed: {})", baseline_failure);
+}
+
+std::string KernelRuntime::reference() const { return reference_text(baseline_failure); }
 
 std::string KernelRuntime::family_of(const std::string& template_name) const {
     auto found = templates_by_name.find(template_name);

@@ -39,6 +39,11 @@ struct KernelRuntime {
     KernelState state = KernelState::active;
     std::string reason;
     std::string failure_kind;               ///< baseline | toolchain | template (with state failed)
+    /// The baseline was evaluated (and did not end in a toolchain error or for want of budget).
+    bool baseline_tried = false;
+    /// Why the baseline did not become champion; empty when it did (or was not tried yet). The
+    /// search goes on without it: the first correct design becomes the reference.
+    std::string baseline_failure;
     std::int64_t steps_since_accept = 0;
     std::int64_t runs_since_accept = 0;     ///< device runs spent on the kernel since its last accept
     std::int64_t accepts_since_revalidation = 0;
@@ -52,6 +57,9 @@ struct KernelRuntime {
     bool active() const { return state == KernelState::active; }
     /// The persisted part of the state (tree_state "kernel/<name>").
     nlohmann::json state_json() const;
+    /// What speedups are measured against: "baseline", or "first correct design (baseline
+    /// failed: <reason>)" when the baseline did not become champion.
+    std::string reference() const;
     /// The family of a template name (the name itself when the template is gone).
     std::string family_of(const std::string& template_name) const;
 };

@@ -59,6 +59,8 @@ CampaignStatus campaign_status(store::CampaignStore& store) {
         kernel.status = kernel_state.value("status", std::string("active"));
         kernel.reason = kernel_state.value("reason", std::string());
         kernel.sol_cycles = kernel_state.value("sol_cycles", 0.0);
+        kernel.shape = kernel_state.value("shape", std::string());
+        kernel.reference = reference_text(kernel_state.value("baseline_failure", std::string()));
         auto edges = trees.list_edges(name);
         kernel.designs = static_cast<std::int64_t>(edges.size());
         auto path = trees.champion_path(name);
@@ -89,6 +91,8 @@ nlohmann::json to_json(const CampaignStatus& status) {
         kernels.push_back({{"kernel", kernel.kernel},
                            {"status", kernel.status},
                            {"reason", kernel.reason},
+                           {"shape", kernel.shape},
+                           {"reference", kernel.reference},
                            {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nlohmann::json()},
                            {"champion_cycles", kernel.champion_cycles ? nlohmann::json(*kernel.champion_cycles) : nlohmann::json()},
                            {"champion", kernel.champion},
@@ -120,15 +124,23 @@ std::string render_status_text(const CampaignStatus& status) {
                        status.device_runs_used, status.device_runs_budget, status.wall_secs_used, status.wall_secs_budget);
     for (const auto& kernel : status.kernels) {
         out += fmt::format("  {:<18} {:<9}", kernel.kernel, kernel.status);
+        if (!kernel.shape.empty()) out += fmt::format(" shape {}", kernel.shape);
         if (kernel.champion_cycles) {
-            out += fmt::format(" champion {:.0f} cycles, {:.2f}x baseline", *kernel.champion_cycles, kernel.speedup);
+            out += fmt::format(" champion {:.0f} cycles, {:.2f}x {}", *kernel.champion_cycles, kernel.speedup,
+                               kernel.reference == "baseline" ? "baseline" : "reference");
             if (kernel.sol_fraction > 0) out += fmt::format(", {:.0f}% of speed of light", 100.0 * kernel.sol_fraction);
             out += fmt::format(", {} designs, {} accepted", kernel.designs, kernel.accepted);
         }
         if (!kernel.reason.empty()) out += fmt::format(" — {}", kernel.reason);
         out += "\n";
+        if (kernel.reference != "baseline") out += fmt::format("  {:<18} reference: {}\n", "", kernel.reference);
     }
-    if (status.geomean_speedup > 0) out += fmt::format("geomean speedup {:.3f}x\n", status.geomean_speedup);
+    const bool any_reference = std::any_of(status.kernels.begin(), status.kernels.end(),
+                                           [](const KernelStatus& kernel) { return kernel.reference != "baseline"; });
+    if (status.geomean_speedup > 0) {
+        out += fmt::format("geomean speedup {:.3f}x{}\n", status.geomean_speedup,
+                           any_reference ? " (over each kernel's reference; not all of them are the baseline)" : "");
+    }
     return out;
 }
 

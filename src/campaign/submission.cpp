@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "campaign/driver.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "eval/cascade.hpp"
@@ -65,15 +66,17 @@ double geomean_speedup(const std::vector<KernelResult>& results) {
 
 std::string render_results_table(const std::vector<KernelResult>& results) {
     auto cell = [](const std::optional<double>& value) { return value ? fmt::format("{:.0f}", *value) : std::string("-"); };
-    std::string text = fmt::format("{:<20} {:>14} {:>14} {:>9} {:>14}\n", "kernel", "baseline cyc", "champion cyc",
-                                   "speedup", "champion/min");
+    std::string text = fmt::format("{:<20} {:<12} {:>14} {:>14} {:>9} {:>14}\n", "kernel", "shape", "reference cyc",
+                                   "champion cyc", "speedup", "champion/min");
     for (const auto& result : results) {
-        text += fmt::format("{:<20} {:>14} {:>14} {:>9} {:>14}{}\n", result.kernel, cell(result.baseline_cycles),
+        text += fmt::format("{:<20} {:<12} {:>14} {:>14} {:>9} {:>14}{}{}\n", result.kernel,
+                            result.shape.empty() ? "-" : result.shape, cell(result.baseline_cycles),
                             cell(result.champion_cycles),
                             result.speedup > 0 ? fmt::format("{:.3f}x", result.speedup) : std::string("-"),
                             result.champion_over_min > 0 ? fmt::format("{:.3f}x", result.champion_over_min)
                                                          : std::string("-"),
-                            result.reason.empty() ? "" : "  (" + result.reason + ")");
+                            result.reason.empty() ? "" : "  (" + result.reason + ")",
+                            result.reference == "baseline" ? "" : "  [reference: " + result.reference + "]");
     }
     double geomean = geomean_speedup(results);
     text += fmt::format("{:<20} {:>14} {:>14} {:>9}\n", "geomean", "", "",
@@ -85,6 +88,8 @@ nlohmann::json results_json(const std::vector<KernelResult>& results) {
     nlohmann::json kernels = nlohmann::json::array();
     for (const auto& result : results) {
         kernels.push_back({{"kernel", result.kernel},
+                           {"shape", result.shape},
+                           {"reference", result.reference},
                            {"champion_hash", result.champion_hash},
                            {"champion_template", result.champion_template},
                            {"source_file", result.source_file},
@@ -133,6 +138,7 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
     for (const auto& setup : setups) {
         KernelResult result;
         result.kernel = setup.spec.name;
+        result.shape = setup.spec.shape_name;
         if (model) result.weight_min_cycles = model->weight_movement_min_cycles(setup.context.min_bytes_moved);
         const std::string extension = setup.spec.baseline.has_extension() ? setup.spec.baseline.extension().string() : ".rs";
         auto champion = trees.current_champion(setup.spec.name);
@@ -144,9 +150,19 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
             submission.kernels.push_back(result);
             continue;
         }
+        // The reference: the baseline, or where it failed, the first correct design (the first champion).
+        const auto kernel_state =
+            nlohmann::json::parse(trees.state("kernel/" + setup.spec.name).value_or("{}"), nullptr, false);
+        const std::string baseline_failure =
+            kernel_state.is_object() ? kernel_state.value("baseline_failure", std::string()) : std::string();
+        result.reference = reference_text(baseline_failure);
         std::optional<store::DesignRecord> baseline_design;
-        for (const auto& design : workspace.store->list_designs(workspace.target.name, setup.spec.name)) {
-            if (design.template_name == "baseline") baseline_design = design;
+        if (baseline_failure.empty()) {
+            for (const auto& design : workspace.store->list_designs(workspace.target.name, setup.spec.name)) {
+                if (design.template_name == "baseline") baseline_design = design;
+            }
+        } else if (auto path = trees.champion_path(setup.spec.name, true); !path.empty()) {
+            baseline_design = workspace.store->find_design(path.front().design_id);
         }
 
         // The same seeds for champion and baseline (a paired comparison), hashed from the campaign
@@ -180,8 +196,9 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
         if (champion_measured.all_passed) result.champion_cycles = champion_measured.cycles_median;
         else result.reason = "champion failed re-verification: " + champion_measured.reason;
         if (baseline_design) {
-            auto baseline_measured = baseline_design->id == champion_design->id ? champion_measured
-                                                                              : measure(*baseline_design, "baseline");
+            auto baseline_measured = baseline_design->id == champion_design->id
+                                         ? champion_measured
+                                         : measure(*baseline_design, baseline_failure.empty() ? "baseline" : "reference");
             result.baseline_runs = baseline_measured.cycles;
             if (baseline_measured.all_passed) result.baseline_cycles = baseline_measured.cycles_median;
         }

@@ -19,6 +19,8 @@ namespace npuopt::campaign {
 /// One kernel's line of the results table.
 struct KernelResult {
     std::string kernel;
+    std::string shape;                ///< the kernel's shape name
+    std::string reference = "baseline";  ///< what speedup is over: "baseline" or "first correct design (baseline failed: …)"
     std::string champion_hash;
     std::string champion_template;
     std::string source_file;          ///< relative to the submission directory
@@ -29,7 +31,7 @@ struct KernelResult {
     std::vector<double> baseline_runs;
     bool all_passed = false;
     std::string reason;               ///< why a kernel has no verified champion
-    double speedup = 0.0;             ///< baseline / champion (0 when unknown)
+    double speedup = 0.0;             ///< reference / champion (0 when unknown)
     double weight_min_cycles = 0.0;   ///< weight-movement minimum (0 when the model is unknown)
     double champion_over_min = 0.0;   ///< champion / weight-movement minimum (0 when unknown)
 };

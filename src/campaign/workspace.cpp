@@ -67,6 +67,7 @@ Workspace open_workspace(const fs::path& dir, const std::optional<fs::path>& kno
     config::apply_campaign_overrides(workspace.campaign, workspace.target);
     workspace.kernels = config::load_kernels_config(workspace.target.kernels_file, workspace.target.templates_dir);
     config::check_campaign_kernels(workspace.campaign, workspace.kernels);
+    config::apply_campaign_shape(workspace.campaign, workspace.kernels);
     store::Database::Options open_options;
     open_options.create = false;
     workspace.store = std::make_unique<store::CampaignStore>(store::CampaignStore::open(campaign_db, open_options));

@@ -61,6 +61,9 @@ int run_main(int argc, char** argv) {
     init->add_option("dir", init_options.dir, "Campaign directory to create (must not exist or be empty)")->required();
     init->add_option("--target", init_options.target, "Target name: a folder under knowledge/")->required();
     init->add_option("--seed", init_options.seed, "Seed of the campaign's random choices")->capture_default_str();
+    init->add_option("--shape", init_options.shape,
+                     "Shape every kernel is specialised to: a shape name of the target's kernels.yaml "
+                     "(default: each kernel's first shape)");
 
     DoctorOptions doctor_options;
     std::string doctor_target;
@@ -96,7 +99,10 @@ int run_main(int argc, char** argv) {
     std::int64_t bench_device_runs = 0;
     auto* bench = app.add_subcommand("bench", "Benchmarks that print npuopt's figure beside the one it is compared with: "
                                               "kb (fitted vs true hardware values), acceptance (the judge vs naive "
-                                              "rules), search (npuopt vs random search and hill-climbing)");
+                                              "rules), search (npuopt vs random search and hill-climbing on "
+                                              "generated chips and named shapes: after --, --chips K | --chip-seeds "
+                                              "A,B, --shapes all|NAME,..., --only npuopt,random,hill, --work DIR "
+                                              "(resumable: one result file per cell), --verify-runs N)");
     bench->add_option("what", bench_options.what, "kb | acceptance | search | adversarial (the adversarial "
                                                   "corpus and honest controls through the cascade)")
         ->required()

@@ -40,6 +40,11 @@ int run_init(const GlobalOptions& global, const InitOptions& options) {
     config::KernelsConfig kernels = config::load_kernels_config(target.kernels_file, target.templates_dir);
     std::vector<std::string> kernel_names;
     for (const auto& kernel : kernels.kernels) kernel_names.push_back(kernel.name);
+    const std::vector<std::string> shape_names = config::shape_names(kernels);
+    if (!options.shape.empty()) {
+        config::KernelsConfig shaped = kernels;
+        config::select_shape(shaped, options.shape, {}, "--shape");
+    }
 
     fs::path dir = fs::absolute(options.dir).lexically_normal();
     std::error_code error_code;
@@ -63,19 +68,21 @@ int run_init(const GlobalOptions& global, const InitOptions& options) {
     try {
         fs::create_directories(dir);
         fs::path campaign_file = dir / config::k_campaign_file_name;
-        write_file(campaign_file, config::campaign_yaml_template(target.name, kernel_names, options.seed));
+        write_file(campaign_file, config::campaign_yaml_template(target.name, kernel_names, options.seed, options.shape,
+                                                                  shape_names));
         config::CampaignConfig campaign = config::load_campaign_config(campaign_file);  // what we wrote must parse
 
         auto store = store::CampaignStore::open(dir / config::k_campaign_db_name);
         std::string created_at = log::utc_timestamp();
-        nlohmann::json payload = {{"target", target.name}, {"kernels", kernel_names}, {"seed", campaign.seed},
-                                  {"npuopt_version", NPUOPT_VERSION}};
+        nlohmann::json payload = {{"target", target.name}, {"kernels", kernel_names}, {"shape", campaign.shape},
+                                  {"seed", campaign.seed}, {"npuopt_version", NPUOPT_VERSION}};
         {
             store::Transaction transaction(store.database());
             store.set_meta("target", target.name);
             store.set_meta("created_at", created_at);
             store.set_meta("npuopt_version", NPUOPT_VERSION);
             store.set_meta("seed", std::to_string(campaign.seed));
+            if (!campaign.shape.empty()) store.set_meta("shape", campaign.shape);
             store.record_event("campaign_created", payload.dump());
             transaction.commit();
         }
@@ -86,13 +93,15 @@ int run_init(const GlobalOptions& global, const InitOptions& options) {
             nlohmann::json out = {{"dir", dir.string()},
                                   {"target", target.name},
                                   {"kernels", kernel_names},
+                                  {"shape", campaign.shape.empty() ? std::string("(each kernel's default)") : campaign.shape},
                                   {"campaign_yaml", campaign_file.string()},
                                   {"database", (dir / config::k_campaign_db_name).string()},
                                   {"schema_version", store.database().schema_version()}};
             std::cout << out.dump(2) << '\n';
         } else {
-            std::cout << fmt::format("Created campaign {} for target {} ({} kernels: {}).\n", dir.string(), target.name,
-                                     kernel_names.size(), fmt::join(kernel_names, ", "))
+            std::cout << fmt::format("Created campaign {} for target {} ({} kernels: {}; shape {}).\n", dir.string(),
+                                     target.name, kernel_names.size(), fmt::join(kernel_names, ", "),
+                                     campaign.shape.empty() ? std::string("(each kernel's default)") : campaign.shape)
                       << fmt::format("  {}  settings (commented; edit budgets, kernels, sandbox, llm)\n",
                                      campaign_file.string())
                       << fmt::format("  {}  the campaign database\n", (dir / config::k_campaign_db_name).string())

@@ -34,11 +34,12 @@ std::string duration_text(double secs) {
 }  // namespace
 
 std::string progress_line(const campaign::Progress& progress) {
-    return fmt::format("[step {}] {} {}:{} {} | champion {} cyc | {:.3f}x | {:.0f}% of SOL | device runs {}/{} | "
+    return fmt::format("[step {}] {} {}:{} {} | champion {} cyc | {:.3f}x{} | {:.0f}% of SOL | device runs {}/{} | "
                        "ETA {}",
                        progress.step, progress.kernel, progress.role, progress.design.substr(0, 32), progress.verdict,
                        progress.champion_cycles ? fmt::format("{:.0f}", *progress.champion_cycles) : std::string("-"),
-                       progress.speedup, progress.sol_fraction * 100.0, progress.device_runs_used,
+                       progress.speedup, progress.reference == "baseline" ? "" : " (vs first correct design)",
+                       progress.sol_fraction * 100.0, progress.device_runs_used,
                        progress.device_runs_budget, progress.eta_secs ? duration_text(*progress.eta_secs) : "-");
 }
 
@@ -65,11 +66,14 @@ std::string outcome_text(const campaign::CampaignResult& result) {
         double speedup = kernel.baseline_cycles && kernel.champion_cycles && *kernel.champion_cycles > 0
                              ? *kernel.baseline_cycles / *kernel.champion_cycles
                              : 0.0;
-        text += fmt::format("  {:<20} {:<9} baseline {} champion {} ({:.3f}x) {} designs{}\n", kernel.kernel,
-                            kernel.status,
+        const bool is_baseline = kernel.reference == "baseline";
+        text += fmt::format("  {:<20} {:<9} shape {} {} {} champion {} ({:.3f}x) {} designs{}\n", kernel.kernel,
+                            kernel.status, kernel.shape.empty() ? "-" : kernel.shape,
+                            is_baseline ? "baseline" : "reference",
                             kernel.baseline_cycles ? fmt::format("{:.0f}", *kernel.baseline_cycles) : "-",
                             kernel.champion_cycles ? fmt::format("{:.0f}", *kernel.champion_cycles) : "-", speedup,
                             kernel.designs, kernel.reason.empty() ? "" : " — " + kernel.reason);
+        if (!is_baseline) text += fmt::format("  {:<20} reference: {}\n", "", kernel.reference);
     }
     return text;
 }
@@ -96,6 +100,8 @@ int run_run(const GlobalOptions& global, const RunOptions& options) {
             kernels.push_back({{"kernel", kernel.kernel},
                                {"status", kernel.status},
                                {"reason", kernel.reason},
+                               {"shape", kernel.shape},
+                               {"reference", kernel.reference},
                                {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nullptr},
                                {"champion_cycles", kernel.champion_cycles ? nlohmann::json(*kernel.champion_cycles) : nullptr},
                                {"champion", kernel.champion},

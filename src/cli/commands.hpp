@@ -26,6 +26,7 @@ struct InitOptions {
     std::filesystem::path dir;
     std::string target;
     std::uint64_t seed = 1;
+    std::string shape;  ///< a shape name of the target's kernels.yaml; empty: each kernel's default
 };
 
 struct DoctorOptions {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/target_loader.hpp"
 #include "config/yaml_fields.hpp"
 #include "core/error.hpp"
 
@@ -152,7 +153,7 @@ std::optional<double> parse_duration_secs(std::string_view text) {
 CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) {
     YAML::Node root = detail::load_yaml_file(campaign_yaml);
     Fields top(campaign_yaml, root, "",
-               {"target", "kernels", "seed", "budgets", "sandbox", "toolchain", "acceptance", "llm"});
+               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "llm"});
     CampaignConfig config;
     config.file = campaign_yaml;
     config.dir = std::filesystem::absolute(campaign_yaml).parent_path().lexically_normal();
@@ -164,6 +165,7 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
             top.fail_at("kernels", fmt::format("kernel '{}' is listed twice", config.kernels[kernel_idx]));
         }
     }
+    config.shape = top.string_or("shape", "");
     std::int64_t seed = top.integer_or("seed", 1);
     if (seed < 0) top.fail_at("seed", "expected an integer >= 0");
     config.seed = static_cast<std::uint64_t>(seed);
@@ -241,6 +243,13 @@ void check_campaign_kernels(const CampaignConfig& campaign, const KernelsConfig&
                                     fmt::join(known, ", ")));
         }
     }
+    KernelsConfig shaped = kernels;
+    apply_campaign_shape(campaign, shaped);
+}
+
+void apply_campaign_shape(const CampaignConfig& campaign, KernelsConfig& kernels) {
+    if (campaign.shape.empty()) return;
+    select_shape(kernels, campaign.shape, campaign.kernels, fmt::format("{}: key 'shape'", campaign.file.string()));
 }
 
 void apply_campaign_overrides(const CampaignConfig& campaign, TargetConfig& target) {
@@ -251,7 +260,8 @@ void apply_campaign_overrides(const CampaignConfig& campaign, TargetConfig& targ
 }
 
 std::string campaign_yaml_template(const std::string& target, const std::vector<std::string>& kernel_names,
-                                   std::uint64_t seed) {
+                                   std::uint64_t seed, const std::string& shape,
+                                   const std::vector<std::string>& shape_names) {
     CampaignConfig defaults;
     return fmt::format(
         R"(# npuopt campaign — written by `npuopt init`. Check it with `npuopt doctor --campaign <dir>`.
@@ -263,6 +273,10 @@ target: {target}
 # Kernels to optimise (names from kernels.yaml); an empty list means all of them:
 #   {kernels}
 kernels: []
+
+# The shape every kernel is specialised to: a shape name of kernels.yaml, "" for each kernel's
+# default (its first shape). Shapes of this target: {shapes}
+shape: "{shape}"
 
 # Seed of every random choice the campaign makes; the same seed replays the same campaign.
 seed: {seed}
@@ -318,6 +332,8 @@ llm:
 )",
         fmt::arg("target", target),
         fmt::arg("kernels", kernel_names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(kernel_names, ", "))),
+        fmt::arg("shape", shape),
+        fmt::arg("shapes", shape_names.empty() ? std::string("(none named)") : fmt::format("{}", fmt::join(shape_names, ", "))),
         fmt::arg("seed", seed), fmt::arg("wall_time", defaults.budgets.wall_time_text),
         fmt::arg("device_runs", defaults.budgets.device_runs), fmt::arg("llm_tokens", defaults.budgets.llm_tokens),
         fmt::arg("required", defaults.sandbox.required ? "true" : "false"),

@@ -78,6 +78,7 @@ struct CampaignConfig {
     std::filesystem::path dir;           ///< the campaign directory (holds campaign.db, events.jsonl)
     std::string target;                  ///< a directory name under knowledge/
     std::vector<std::string> kernels;    ///< subset of kernels.yaml; empty = all
+    std::string shape;                   ///< a shape name of kernels.yaml for every kernel; empty = each one's default
     std::uint64_t seed = 1;
     BudgetConfig budgets;
     SandboxConfig sandbox;
@@ -93,15 +94,23 @@ inline constexpr std::string_view k_campaign_db_name = "campaign.db";
 /// Parse and validate campaign.yaml; errors name file:line:column and the key.
 CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml);
 
-/// Check the campaign's kernel subset against kernels.yaml (error names campaign.yaml and the kernel).
+/// Check the campaign's kernel subset and shape against kernels.yaml (error names campaign.yaml,
+/// the unknown kernel or shape and the known ones).
 void check_campaign_kernels(const CampaignConfig& campaign, const KernelsConfig& kernels);
+
+/// Give the campaign's kernels the campaign's shape (nothing when `shape` is empty); an unknown
+/// shape is Error(invalid_config) naming campaign.yaml and listing the known shapes.
+void apply_campaign_shape(const CampaignConfig& campaign, KernelsConfig& kernels);
 
 /// Parse a duration such as "45s", "30m", "2h", "1h30m", "2d" into seconds; nullopt when malformed.
 std::optional<double> parse_duration_secs(std::string_view text);
 
 /// The commented campaign.yaml `npuopt init` writes (defaults of CampaignConfig, all kernels).
+/// `shape` is written as the campaign's shape ("" = the kernels' defaults); `shape_names` are
+/// listed in the comment above it.
 std::string campaign_yaml_template(const std::string& target, const std::vector<std::string>& kernel_names,
-                                   std::uint64_t seed);
+                                   std::uint64_t seed, const std::string& shape = "",
+                                   const std::vector<std::string>& shape_names = {});
 
 /// Apply a campaign's overrides to its target: toolchain bin (search paths are dropped then).
 void apply_campaign_overrides(const CampaignConfig& campaign, TargetConfig& target);

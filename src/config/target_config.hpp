@@ -83,11 +83,32 @@ struct TensorSpec {
     std::vector<std::string> shape;   ///< dims: integers or names of shape variables
 };
 
+/// A named set of shape variables of a kernel (`shapes:` of kernels.yaml), e.g. gemma4-12b.
+struct NamedShape {
+    std::string name;
+    std::map<std::string, std::int64_t> values;  ///< shape variables, e.g. hidden: 3840
+};
+
+/// What a kernel's designs can still not do (`limits:` of kernels.yaml): a bound on an integer
+/// expression of shape variables (evaluate_dimension's syntax) that every usable shape meets.
+struct ShapeLimit {
+    std::string dim;                          ///< e.g. "hidden", "q_heads*head_dim"
+    std::optional<std::int64_t> multiple_of;
+    std::optional<std::int64_t> min;
+    std::optional<std::int64_t> max;
+    std::string why;                          ///< where the limit comes from (docs, toolchain)
+};
+
 /// One kernel of kernels.yaml.
 struct KernelSpec {
     std::string name;
     std::string description;
-    std::map<std::string, std::int64_t> shape;  ///< shape variables, e.g. hidden: 3840
+    /// The chosen shape's variables (the default shape until a campaign selects another one:
+    /// config::select_shape); everything that sizes the kernel reads this.
+    std::map<std::string, std::int64_t> shape;
+    std::string shape_name;                    ///< the chosen shape's name
+    std::vector<NamedShape> shapes;            ///< every named shape, the default first
+    std::vector<ShapeLimit> limits;
     double atol = 0.0;
     double rtol = 0.0;
     std::filesystem::path baseline;   ///< baseline design source, resolved against the templates dir
@@ -99,5 +120,8 @@ struct KernelsConfig {
     std::filesystem::path file;
     std::vector<KernelSpec> kernels;
 };
+
+/// The name a kernel gets for its shape when kernels.yaml gives a single unnamed `shape:`.
+inline constexpr const char* k_default_shape_name = "default";
 
 }  // namespace npuopt::config

@@ -18,6 +18,7 @@ using detail::Fields;
 
 const std::regex k_identifier_pattern("[A-Za-z_][A-Za-z0-9_]*");
 const std::regex k_target_name_pattern("[a-z0-9][a-z0-9_.-]*");
+const std::regex k_shape_name_pattern("[a-z0-9][a-z0-9_.-]*");
 
 std::filesystem::path resolve_against(const std::filesystem::path& base, const std::filesystem::path& path) {
     if (path.is_absolute()) return path.lexically_normal();
@@ -168,6 +169,57 @@ std::optional<std::int64_t> evaluate_dimension(std::string_view dim, const std::
     return result;
 }
 
+std::optional<std::string> shape_limit_violation(const KernelSpec& kernel,
+                                                 const std::map<std::string, std::int64_t>& shape) {
+    for (const auto& limit : kernel.limits) {
+        std::string why;
+        const auto value = evaluate_dimension(limit.dim, shape, &why);
+        if (!value) return fmt::format("{} {} ({})", limit.dim, why, limit.why);
+        std::string broken;
+        if (limit.multiple_of && *value % *limit.multiple_of != 0) {
+            broken = fmt::format("a multiple of {}", *limit.multiple_of);
+        } else if (limit.min && *value < *limit.min) {
+            broken = fmt::format("at least {}", *limit.min);
+        } else if (limit.max && *value > *limit.max) {
+            broken = fmt::format("at most {}", *limit.max);
+        }
+        if (!broken.empty()) {
+            return fmt::format("{} = {} must be {} ({})", limit.dim, *value, broken, limit.why);
+        }
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> shape_names(const KernelsConfig& kernels) {
+    std::vector<std::string> names;
+    for (const auto& kernel : kernels.kernels) {
+        for (const auto& named : kernel.shapes) {
+            if (std::find(names.begin(), names.end(), named.name) == names.end()) names.push_back(named.name);
+        }
+    }
+    return names;
+}
+
+void select_shape(KernelsConfig& kernels, const std::string& name, const std::vector<std::string>& selected,
+                  const std::string& origin) {
+    for (auto& kernel : kernels.kernels) {
+        const bool wanted =
+            selected.empty() || std::find(selected.begin(), selected.end(), kernel.name) != selected.end();
+        auto found = std::find_if(kernel.shapes.begin(), kernel.shapes.end(),
+                                  [&](const NamedShape& named) { return named.name == name; });
+        if (found == kernel.shapes.end()) {
+            if (!wanted) continue;
+            std::vector<std::string> known;
+            for (const auto& named : kernel.shapes) known.push_back(named.name);
+            throw Error(ErrorKind::invalid_config,
+                        fmt::format("{}: unknown shape '{}' for kernel {} (known shapes in {}: {})", origin, name,
+                                    kernel.name, kernels.file.string(), fmt::join(known, ", ")));
+        }
+        kernel.shape_name = found->name;
+        kernel.shape = found->values;
+    }
+}
+
 std::optional<std::string> expand_variables(std::string_view text, std::string* undefined) {
     std::string result;
     std::size_t pos = 0;
@@ -272,24 +324,109 @@ KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml, con
     std::set<std::string> names;
     for (std::size_t kernel_idx = 0; kernel_idx < list.size(); ++kernel_idx) {
         Fields kernel(kernels_yaml, list[kernel_idx], fmt::format("kernels[{}]", kernel_idx),
-                      {"name", "description", "shape", "tolerance", "baseline", "tensors"});
+                      {"name", "description", "shape", "shapes", "limits", "tolerance", "baseline", "tensors"});
         KernelSpec spec;
         spec.name = kernel.string("name");
         if (!std::regex_match(spec.name, k_identifier_pattern)) kernel.fail_at("name", "expected an identifier");
         if (!names.insert(spec.name).second) kernel.fail_at("name", fmt::format("duplicate kernel '{}'", spec.name));
         spec.description = kernel.string("description");
 
-        YAML::Node shape = kernel.required("shape", "a map of shape variables to integers");
-        if (!shape.IsMap()) kernel.fail_at("shape", fmt::format("expected a map, got {}", detail::describe(shape)));
-        for (const auto& entry : shape) {
-            std::string var = entry.first.Scalar();
-            std::string key = fmt::format("{}.{}", kernel.key_path("shape"), var);
-            if (!std::regex_match(var, k_identifier_pattern)) {
-                detail::fail(kernels_yaml, entry.first, key, "expected an identifier as the variable name");
+        if (kernel.has("shape") == kernel.has("shapes")) {
+            kernel.fail_at(kernel.has("shape") ? "shapes" : "shape",
+                           "expected exactly one of 'shape' (one map of shape variables) and 'shapes' (named "
+                           "shapes, the first one the default)");
+        }
+        auto parse_values = [&](const YAML::Node& node, const std::string& key) {
+            if (!node.IsMap()) {
+                detail::fail(kernels_yaml, node, key,
+                             fmt::format("expected a map of shape variables to integers, got {}", detail::describe(node)));
             }
-            std::int64_t value = detail::scalar_integer(kernels_yaml, entry.second, key);
-            if (value <= 0) detail::fail(kernels_yaml, entry.second, key, "expected a positive integer");
-            spec.shape[var] = value;
+            std::map<std::string, std::int64_t> values;
+            for (const auto& entry : node) {
+                std::string var = entry.first.Scalar();
+                std::string var_key = fmt::format("{}.{}", key, var);
+                if (!std::regex_match(var, k_identifier_pattern)) {
+                    detail::fail(kernels_yaml, entry.first, var_key, "expected an identifier as the variable name");
+                }
+                std::int64_t value = detail::scalar_integer(kernels_yaml, entry.second, var_key);
+                if (value <= 0) detail::fail(kernels_yaml, entry.second, var_key, "expected a positive integer");
+                values[var] = value;
+            }
+            return values;
+        };
+        std::vector<YAML::Node> shape_nodes;  // beside spec.shapes, for error locations
+        if (kernel.has("shape")) {
+            spec.shapes.push_back({k_default_shape_name, parse_values(kernel.node()["shape"], kernel.key_path("shape"))});
+            shape_nodes.push_back(kernel.node()["shape"]);
+        } else {
+            YAML::Node shapes = kernel.node()["shapes"];
+            if (!shapes.IsMap() || shapes.size() == 0) {
+                kernel.fail_at("shapes", fmt::format("expected a non-empty map of shape names to shapes, got {}",
+                                                     detail::describe(shapes)));
+            }
+            for (const auto& entry : shapes) {
+                std::string shape_name = entry.first.Scalar();
+                std::string key = fmt::format("{}.{}", kernel.key_path("shapes"), shape_name);
+                if (!std::regex_match(shape_name, k_shape_name_pattern)) {
+                    detail::fail(kernels_yaml, entry.first, key,
+                                 "expected a shape name (lowercase letters, digits, '-', '_', '.'), e.g. gemma4-12b");
+                }
+                spec.shapes.push_back({shape_name, parse_values(entry.second, key)});
+                shape_nodes.push_back(entry.second);
+                if (spec.shapes.front().values.size() != spec.shapes.back().values.size() ||
+                    !std::equal(spec.shapes.front().values.begin(), spec.shapes.front().values.end(),
+                                spec.shapes.back().values.begin(),
+                                [](const auto& lhs, const auto& rhs) { return lhs.first == rhs.first; })) {
+                    std::vector<std::string> expected;
+                    for (const auto& [var, value] : spec.shapes.front().values) expected.push_back(var);
+                    detail::fail(kernels_yaml, entry.second, key,
+                                 fmt::format("expected the same variables as shape '{}' ({})",
+                                             spec.shapes.front().name, fmt::join(expected, ", ")));
+                }
+            }
+        }
+        spec.shape_name = spec.shapes.front().name;
+        spec.shape = spec.shapes.front().values;
+
+        if (kernel.has("limits")) {
+            YAML::Node limits = kernel.node()["limits"];
+            if (!limits.IsSequence()) {
+                kernel.fail_at("limits", fmt::format("expected a list of limits, got {}", detail::describe(limits)));
+            }
+            for (std::size_t limit_idx = 0; limit_idx < limits.size(); ++limit_idx) {
+                Fields limit(kernels_yaml, limits[limit_idx], fmt::format("{}[{}]", kernel.key_path("limits"), limit_idx),
+                             {"dim", "multiple_of", "min", "max", "why"});
+                ShapeLimit shape_limit;
+                shape_limit.dim = limit.string("dim");
+                shape_limit.why = limit.string("why");
+                std::string why;
+                if (!evaluate_dimension(shape_limit.dim, spec.shape, &why)) {
+                    limit.fail_at("dim", fmt::format("'{}' {} (expected a shape variable of kernel '{}' or a "
+                                                     "product/quotient of them)",
+                                                     shape_limit.dim, why, spec.name));
+                }
+                for (const char* bound : {"multiple_of", "min", "max"}) {
+                    if (!limit.has(bound)) continue;
+                    const std::int64_t value = limit.integer(bound);
+                    if (value <= 0) limit.fail_at(bound, "expected a positive integer");
+                    (std::string_view(bound) == "multiple_of" ? shape_limit.multiple_of
+                     : std::string_view(bound) == "min"       ? shape_limit.min
+                                                              : shape_limit.max) = value;
+                }
+                if (!shape_limit.multiple_of && !shape_limit.min && !shape_limit.max) {
+                    limit.fail_at("dim", "expected at least one bound: multiple_of, min or max");
+                }
+                spec.limits.push_back(std::move(shape_limit));
+            }
+        }
+        for (std::size_t shape_idx = 0; shape_idx < spec.shapes.size(); ++shape_idx) {
+            if (auto violation = shape_limit_violation(spec, spec.shapes[shape_idx].values)) {
+                detail::fail(kernels_yaml, shape_nodes[shape_idx],
+                             kernel.has("shape") ? kernel.key_path("shape")
+                                                 : fmt::format("{}.{}", kernel.key_path("shapes"), spec.shapes[shape_idx].name),
+                             fmt::format("shape '{}' is outside the kernel's declared limits: {}",
+                                         spec.shapes[shape_idx].name, *violation));
+            }
         }
 
         Fields tolerance = kernel.map("tolerance", {"atol", "rtol"});
@@ -333,13 +470,15 @@ KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml, con
             for (std::size_t dim_idx = 0; dim_idx < dims.size(); ++dim_idx) {
                 std::string key = fmt::format("{}[{}]", tensor.key_path("shape"), dim_idx);
                 std::string dim = detail::scalar_string(kernels_yaml, dims[dim_idx], key);
-                std::string why;
-                auto value = evaluate_dimension(dim, spec.shape, &why);
-                if (!value) {
+                for (const auto& named : spec.shapes) {
+                    std::string why;
+                    if (evaluate_dimension(dim, named.values, &why)) continue;
                     detail::fail(kernels_yaml, dims[dim_idx], key,
-                                 fmt::format("'{}' {} (expected an integer, a shape variable of kernel '{}', or a "
+                                 fmt::format("'{}' {}{} (expected an integer, a shape variable of kernel '{}', or a "
                                              "product/quotient of them such as hidden/16)",
-                                             dim, why, spec.name));
+                                             dim, why,
+                                             spec.shapes.size() > 1 ? fmt::format(" at shape '{}'", named.name) : "",
+                                             spec.name));
                 }
                 tensor_spec.shape.push_back(dim);
             }

@@ -30,6 +30,20 @@ KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml,
 std::optional<std::int64_t> evaluate_dimension(std::string_view dim, const std::map<std::string, std::int64_t>& shape,
                                                std::string* error = nullptr);
 
+/// The first of `kernel`'s limits that `shape` breaks, as "hidden = 5120 must be at most 4096
+/// (why)"; nullopt when the shape is within all of them.
+std::optional<std::string> shape_limit_violation(const KernelSpec& kernel,
+                                                 const std::map<std::string, std::int64_t>& shape);
+
+/// The shape names of all kernels, each once, in the order kernels.yaml first names them.
+std::vector<std::string> shape_names(const KernelsConfig& kernels);
+
+/// Make the shape `name` the chosen one (KernelSpec::shape, shape_name) of every kernel in
+/// `selected` (all when empty; a kernel outside it keeps its default when it lacks the shape).
+/// Error(invalid_config) "<origin>: unknown shape 'x' for kernel k (known shapes in <file>: a, b)".
+void select_shape(KernelsConfig& kernels, const std::string& name, const std::vector<std::string>& selected,
+                  const std::string& origin);
+
 /// Expand ${NAME} from the environment, falling back to the compile-time NPUOPT_SOURCE_DIR and
 /// NPUOPT_BUILD_DIR; an undefined variable is an error (message without location; callers add it).
 /// Returns nullopt and fills `undefined` with the variable name when one is undefined.

@@ -82,14 +82,18 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir) {
                             status.stop_reason.empty() ? "" : " (" + status.stop_reason + ")", status.steps,
                             status.device_runs_used, status.device_runs_budget, status.wall_secs_used,
                             status.wall_secs_budget)
-             << "| kernel | status | baseline cycles | champion cycles | speedup | speed of light | champion | designs | accepted |\n"
-             << "|---|---|---:|---:|---:|---:|---|---:|---:|\n";
+             << "| kernel | shape | status | reference | reference cycles | champion cycles | speedup | speed of light | "
+                "champion | designs | accepted |\n"
+             << "|---|---|---|---|---:|---:|---:|---:|---|---:|---:|\n";
     for (const auto& kernel : status.kernels) {
-        markdown << fmt::format("| {} | {} | {} | {} | {:.3f}x | {:.0f}% | `{}` | {} | {} |\n", kernel.kernel,
-                                kernel.status, cycles_text(kernel.baseline_cycles), cycles_text(kernel.champion_cycles),
+        markdown << fmt::format("| {} | {} | {} | {} | {} | {} | {:.3f}x | {:.0f}% | `{}` | {} | {} |\n", kernel.kernel,
+                                kernel.shape.empty() ? "-" : kernel.shape, kernel.status, kernel.reference,
+                                cycles_text(kernel.baseline_cycles), cycles_text(kernel.champion_cycles),
                                 kernel.speedup, kernel.sol_fraction * 100.0, kernel.champion, kernel.designs,
                                 kernel.accepted);
     }
+    markdown << "\nSpeedups are over each kernel's reference: its baseline, or, where the baseline failed, the "
+                "first correct design the search found.\n";
     markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n\n## Design trees\n\n", status.geomean_speedup);
     for (const auto& kernel : status.kernels) {
         markdown << fmt::format("### {}\n\n", kernel.kernel);
@@ -109,12 +113,13 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir) {
             "</style></head><body>\n<h1>npuopt campaign report</h1>\n";
     html << fmt::format("<p>State: {}; steps {}; device runs {} of {}.</p>\n", html_escape(status.state), status.steps,
                         status.device_runs_used, status.device_runs_budget);
-    html << "<table><tr><th>kernel</th><th>status</th><th>baseline cycles</th><th>champion cycles</th>"
-            "<th>speedup</th><th>speed of light</th><th>champion</th></tr>\n";
+    html << "<table><tr><th>kernel</th><th>shape</th><th>status</th><th>reference</th><th>reference cycles</th>"
+            "<th>champion cycles</th><th>speedup</th><th>speed of light</th><th>champion</th></tr>\n";
     for (const auto& kernel : status.kernels) {
-        html << fmt::format("<tr><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{:.3f}x</td>"
-                            "<td class=n>{:.0f}%</td><td><code>{}</code></td></tr>\n",
-                            html_escape(kernel.kernel), html_escape(kernel.status), cycles_text(kernel.baseline_cycles),
+        html << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
+                            "<td class=n>{:.3f}x</td><td class=n>{:.0f}%</td><td><code>{}</code></td></tr>\n",
+                            html_escape(kernel.kernel), html_escape(kernel.shape.empty() ? "-" : kernel.shape),
+                            html_escape(kernel.status), html_escape(kernel.reference), cycles_text(kernel.baseline_cycles),
                             cycles_text(kernel.champion_cycles), kernel.speedup, kernel.sol_fraction * 100.0,
                             html_escape(kernel.champion));
     }

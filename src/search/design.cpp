@@ -117,7 +117,7 @@ struct Template::Impl {
             std::string token = error.GetToken();
             std::string hint;
             if (error.GetCode() == mu::ecUNASSIGNABLE_TOKEN && !token.empty()) {
-                hint = fmt::format(" ('{}' is neither a param nor a shape variable of kernel {})", token, kernel);
+                hint = fmt::format(" ('{}' is neither a param, a quantity (constraints only) nor a shape variable of kernel {})", token, kernel);
             }
             throw Error(ErrorKind::invalid_config,
                         fmt::format("{}: key '{}': invalid expression \"{}\": {}{}", expression.location, key,
@@ -182,10 +182,20 @@ std::shared_ptr<Template> Template::load(const config::TemplateSpec& spec, const
                                     spec.file.string(), spec.source.filename().string(), name));
         }
     }
-    for (const auto& expression : spec.constraints) impl->constraints.push_back(impl->compile(expression, expression.name));
     for (const auto& expression : spec.quantities) {
         impl->quantities.push_back(impl->compile(expression, "quantities." + expression.name));
     }
+    // Constraints may name the quantities (e.g. "dm_bytes <= 524288"): check_constraints evaluates
+    // them first into variables of their own.
+    for (const auto& expression : spec.quantities) {
+        if (impl->variables.count(expression.name)) {
+            throw Error(ErrorKind::invalid_config,
+                        fmt::format("{}: key 'quantities.{}': the name is also a param or shape variable",
+                                    expression.location, expression.name));
+        }
+        impl->variables[expression.name] = 0.0;
+    }
+    for (const auto& expression : spec.constraints) impl->constraints.push_back(impl->compile(expression, expression.name));
     for (const auto& expression : spec.features) {
         impl->features.push_back(impl->compile(expression, "features." + expression.name));
     }
@@ -239,6 +249,18 @@ std::optional<std::string> Template::check_domain(const Assignment& assignment) 
 
 std::optional<std::string> Template::check_constraints(const Assignment& assignment) const {
     m_impl->bind(assignment);
+    if (!m_impl->constraints.empty()) {
+        for (auto& quantity : m_impl->quantities) {
+            double value = 0.0;
+            try {
+                value = quantity.parser->Eval();
+            } catch (const mu::Parser::exception_type& error) {
+                return fmt::format("quantities.{}: {} (cannot evaluate: {})", quantity.expression.name,
+                                   quantity.expression.text, error.GetMsg());
+            }
+            m_impl->variables[quantity.expression.name] = value;
+        }
+    }
     for (auto& constraint : m_impl->constraints) {
         double value = 0.0;
         try {

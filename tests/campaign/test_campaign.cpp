@@ -653,3 +653,70 @@ TEST_CASE("a kernel whose every family has a known failure is blocked instead of
     rules.record_pass("stream", {"stream-c", "", {}});
     CHECK(rules.known_failures(2).size() == 1);
 }
+
+TEST_CASE("a kernel whose baseline fails still searches and its first correct design is the marked reference") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    double best_cycles = 0;
+    const std::string best = best_toy_hash(templates.path, &best_cycles);
+
+    FakeEvaluator evaluator;
+    evaluator.fails_to_compile = [](const std::string& source) {
+        return source.find("baseline toy kernel") != std::string::npos;
+    };
+    std::vector<campaign::Progress> progress;
+    auto options = toy_options(dir.path);
+    options.progress = [&](const campaign::Progress& update) { progress.push_back(update); };
+    auto result = run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(result.stop == campaign::StopReason::finished);
+    REQUIRE(result.kernels.size() == 1);
+    const auto& kernel = result.kernels[0];
+    CHECK(kernel.status != "failed");
+    REQUIRE(kernel.champion_cycles);
+    CHECK(*kernel.champion_cycles == doctest::Approx(best_cycles));
+    // The reference is the first correct design, not the (never measured) baseline.
+    REQUIRE(kernel.baseline_cycles);
+    CHECK(*kernel.baseline_cycles < 5.0e6);
+    CHECK(kernel.reference.find("first correct design (baseline failed: failed at compile") == 0);
+    CHECK(kernel.reference.find("E0101") != std::string::npos);
+
+    REQUIRE(progress.size() >= 2);
+    CHECK(progress.front().role == "baseline");
+    CHECK(progress.front().verdict == "failed");
+    CHECK(progress.back().reference == kernel.reference);
+
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    CHECK(champion_hash(store, "toy") == best);
+    auto path = store::TreeStore(store.database()).champion_path("toy");
+    REQUIRE_FALSE(path.empty());
+    CHECK(path.front().reason.find("reference: first correct design") == 0);
+    std::set<std::string> kinds;
+    for (const auto& event : store.list_events(1000)) kinds.insert(event.kind);
+    CHECK(kinds.count("baseline_failed") == 1);
+    CHECK(kinds.count("reference_chosen") == 1);
+    CHECK(kinds.count("kernel_failed") == 0);
+
+    auto status = campaign::campaign_status(store);
+    REQUIRE(status.kernels.size() == 1);
+    CHECK(status.kernels[0].reference == kernel.reference);
+    CHECK(status.kernels[0].speedup == doctest::Approx(*kernel.baseline_cycles / best_cycles));
+    const std::string text = campaign::render_status_text(status);
+    CHECK(text.find("x reference") != std::string::npos);
+    CHECK(text.find("reference: first correct design (baseline failed:") != std::string::npos);
+    CHECK(campaign::to_json(status)["kernels"][0]["reference"] == kernel.reference);
+
+    // A resumed run keeps the reference and does not try the baseline again.
+    FakeEvaluator again;
+    int baseline_evaluations = 0;
+    again.fails_to_compile = [&](const std::string& source) {
+        const bool is_baseline = source.find("baseline toy kernel") != std::string::npos;
+        baseline_evaluations += is_baseline ? 1 : 0;
+        return is_baseline;
+    };
+    auto rerun = run_toy(dir.path, templates.path, again, toy_options(dir.path));
+    REQUIRE(rerun.kernels.size() == 1);
+    CHECK(rerun.kernels[0].reference == kernel.reference);
+    CHECK(*rerun.kernels[0].baseline_cycles == doctest::Approx(*kernel.baseline_cycles));
+    CHECK(baseline_evaluations == 0);
+}

@@ -240,3 +240,35 @@ TEST_CASE("durations parse with units and reject garbage") {
     CHECK_FALSE(config::parse_duration_secs("h"));
     CHECK_FALSE(config::parse_duration_secs("2x"));
 }
+
+TEST_CASE("campaign.yaml: shape chooses a named shape for every kernel and an unknown one lists the known ones") {
+    ScratchDir scratch;
+    auto written = scratch.write("campaign.yaml", config::campaign_yaml_template("npu-sim", {"a"}, 1, "big", {"small", "big"}));
+    auto campaign = config::load_campaign_config(written);
+    CHECK(campaign.shape == "big");
+
+    config::KernelsConfig kernels;
+    kernels.file = scratch.path() / "kernels.yaml";
+    config::KernelSpec kernel;
+    kernel.name = "a";
+    kernel.shapes = {{"small", {{"n", 8}}}, {"big", {{"n", 64}}}};
+    kernel.shape_name = "small";
+    kernel.shape = kernel.shapes[0].values;
+    kernels.kernels.push_back(kernel);
+    config::check_campaign_kernels(campaign, kernels);
+    config::apply_campaign_shape(campaign, kernels);
+    CHECK(kernels.kernels[0].shape_name == "big");
+    CHECK(kernels.kernels[0].shape.at("n") == 64);
+
+    auto file = scratch.write("campaign.yaml", "target: t\nshape: huge\n");
+    auto unknown = config::load_campaign_config(file);
+    std::string message = error_message([&] { config::check_campaign_kernels(unknown, kernels); },
+                                        ErrorKind::invalid_config);
+    CHECK(message.find(file.string() + ": key 'shape': unknown shape 'huge' for kernel a") != std::string::npos);
+    CHECK(message.find("small, big") != std::string::npos);
+
+    auto defaults = config::load_campaign_config(scratch.write("campaign.yaml", "target: t\n"));
+    CHECK(defaults.shape.empty());
+    config::apply_campaign_shape(defaults, kernels);  // no shape: nothing changes
+    CHECK(kernels.kernels[0].shape_name == "big");
+}

@@ -218,3 +218,128 @@ TEST_CASE("targets are found in the knowledge dir, an unknown one lists the know
     CHECK(config::locate_knowledge_dir(k_knowledge) == k_knowledge);
     error_message([&] { config::locate_knowledge_dir(k_knowledge / "absent"); }, ErrorKind::invalid_config);
 }
+
+namespace {
+
+const char* k_shaped_kernels = R"(kernels:
+  - name: k
+    description: d
+    shapes:
+      small: {n: 256, m: 8}
+      big:   {n: 1024, m: 16}
+    limits:
+      - {dim: n, multiple_of: 256, why: "aligned rows"}
+      - {dim: n*m, max: 16384, why: "one operand"}
+    tolerance: {atol: 0.1, rtol: 0.01}
+    baseline: k.rs
+    tensors:
+      - {name: x, role: input, dtype: f32, shape: [n, m]}
+      - {name: w, role: weight, dtype: fp8_e4m3, shape: [n/256]}
+)";
+
+}  // namespace
+
+TEST_CASE("kernels.yaml: named shapes, the first one the default, and the declared limits") {
+    ScratchDir scratch;
+    auto kernels = config::load_kernels_config(scratch.write("kernels.yaml", k_shaped_kernels), scratch.path());
+    REQUIRE(kernels.kernels.size() == 1);
+    const auto& kernel = kernels.kernels[0];
+    REQUIRE(kernel.shapes.size() == 2);
+    CHECK(kernel.shapes[0].name == "small");
+    CHECK(kernel.shapes[1].name == "big");
+    CHECK(kernel.shape_name == "small");
+    CHECK(kernel.shape.at("n") == 256);
+    REQUIRE(kernel.limits.size() == 2);
+    CHECK(kernel.limits[0].multiple_of == 256);
+    CHECK(kernel.limits[1].max == 16384);
+    CHECK(kernel.limits[1].why == "one operand");
+    CHECK(config::shape_names(kernels) == std::vector<std::string>{"small", "big"});
+
+    config::select_shape(kernels, "big", {}, "campaign.yaml: key 'shape'");
+    CHECK(kernels.kernels[0].shape_name == "big");
+    CHECK(kernels.kernels[0].shape.at("n") == 1024);
+    CHECK(kernels.kernels[0].shape.at("m") == 16);
+
+    auto violation = config::shape_limit_violation(kernel, {{"n", 512}, {"m", 64}});
+    REQUIRE(violation);
+    CHECK(violation->find("n*m = 32768 must be at most 16384 (one operand)") != std::string::npos);
+    CHECK_FALSE(config::shape_limit_violation(kernel, {{"n", 512}, {"m", 32}}));
+    violation = config::shape_limit_violation(kernel, {{"n", 300}, {"m", 1}});
+    REQUIRE(violation);
+    CHECK(violation->find("must be a multiple of 256") != std::string::npos);
+}
+
+TEST_CASE("kernels.yaml: an unknown shape names the known ones and a kernel outside the campaign keeps its default") {
+    ScratchDir scratch;
+    auto kernels = config::load_kernels_config(scratch.write("kernels.yaml", k_shaped_kernels), scratch.path());
+    std::string message = error_message([&] { config::select_shape(kernels, "huge", {}, "campaign.yaml: key 'shape'"); },
+                                        ErrorKind::invalid_config);
+    CHECK(message.find("campaign.yaml: key 'shape': unknown shape 'huge' for kernel k") != std::string::npos);
+    CHECK(message.find("known shapes in") != std::string::npos);
+    CHECK(message.find("small, big") != std::string::npos);
+    config::select_shape(kernels, "huge", {"other"}, "campaign.yaml: key 'shape'");  // k is not selected
+    CHECK(kernels.kernels[0].shape_name == "small");
+}
+
+TEST_CASE("kernels.yaml: shape and limit errors name the key") {
+    ScratchDir scratch;
+    auto load = [&](const std::string& text) {
+        auto file = scratch.write("kernels.yaml", text);
+        return error_message([&] { config::load_kernels_config(file, scratch.path()); }, ErrorKind::invalid_config);
+    };
+    const std::string valid = k_shaped_kernels;
+    SUBCASE("a named shape outside the limits") {
+        std::string message = load(replace(valid, "big:   {n: 1024, m: 16}", "big:   {n: 1000, m: 16}"));
+        CHECK(message.find("'kernels[0].shapes.big'") != std::string::npos);
+        CHECK(message.find("shape 'big' is outside the kernel's declared limits") != std::string::npos);
+        CHECK(message.find("n = 1000 must be a multiple of 256 (aligned rows)") != std::string::npos);
+    }
+    SUBCASE("shapes with different variables") {
+        std::string message = load(replace(valid, "big:   {n: 1024, m: 16}", "big:   {n: 1024, k: 16}"));
+        CHECK(message.find("'kernels[0].shapes.big'") != std::string::npos);
+        CHECK(message.find("expected the same variables as shape 'small' (m, n)") != std::string::npos);
+    }
+    SUBCASE("both shape and shapes") {
+        std::string message = load(replace(valid, "    shapes:\n", "    shape: {n: 256, m: 8}\n    shapes:\n"));
+        CHECK(message.find("exactly one of 'shape'") != std::string::npos);
+    }
+    SUBCASE("a bad shape name") {
+        std::string message = load(replace(valid, "small:", "Small One:"));
+        CHECK(message.find("expected a shape name") != std::string::npos);
+    }
+    SUBCASE("a limit without a bound") {
+        std::string message = load(replace(valid, "{dim: n, multiple_of: 256, why: \"aligned rows\"}",
+                                           "{dim: n, why: \"aligned rows\"}"));
+        CHECK(message.find("'kernels[0].limits[0].dim'") != std::string::npos);
+        CHECK(message.find("at least one bound") != std::string::npos);
+    }
+    SUBCASE("a limit on an unknown variable") {
+        std::string message = load(replace(valid, "{dim: n*m, max", "{dim: n*q, max"));
+        CHECK(message.find("'kernels[0].limits[1].dim'") != std::string::npos);
+        CHECK(message.find("'q'") != std::string::npos);
+    }
+    SUBCASE("a tensor dimension that is not exact at one shape") {
+        std::string message = load(replace(valid, "shape: [n/256]", "shape: [n/512]"));
+        CHECK(message.find("'kernels[0].tensors[1].shape[0]'") != std::string::npos);
+        CHECK(message.find("at shape 'small'") != std::string::npos);
+    }
+}
+
+TEST_CASE("the shipped npu-sim kernels name the same shapes, each within its kernel's limits") {
+    auto target = config::load_target_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/target.yaml");
+    auto kernels = config::load_kernels_config(target.kernels_file, target.templates_dir);
+    const auto names = config::shape_names(kernels);
+    REQUIRE(names.size() >= 3);
+    CHECK(names.front() == "gemma4-12b");
+    for (const auto& kernel : kernels.kernels) {
+        CHECK(kernel.shapes.size() == names.size());
+        CHECK(kernel.shape_name == "gemma4-12b");
+        CHECK_FALSE(kernel.limits.empty());
+        CHECK(kernel.shape.at("hidden") == 3840);
+    }
+    for (const auto& name : names) {
+        auto shaped = kernels;
+        config::select_shape(shaped, name, {}, "test");
+        for (const auto& kernel : shaped.kernels) CHECK_FALSE(config::shape_limit_violation(kernel, kernel.shape));
+    }
+}

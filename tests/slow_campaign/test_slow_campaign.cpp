@@ -11,6 +11,8 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
+#include <cstdio>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,9 @@
 #include <unistd.h>
 
 #include "campaign/workspace.hpp"
+#include "config/target_loader.hpp"
+#include "config/template_config.hpp"
+#include "search/design.hpp"
 #include "search/tree.hpp"
 #include "store/campaign_store.hpp"
 #include "store/database.hpp"
@@ -210,4 +215,155 @@ TEST_CASE("kill -9 in the middle of a race keeps every completed measurement and
     CHECK(store::as_int(rows[0][1]) >= static_cast<std::int64_t>(measured.size()));
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
+}
+
+namespace {
+
+std::string read_all(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+void replace_once(std::string& text, const std::string& from, const std::string& to) {
+    auto at = text.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    text.replace(at, from.size(), to);
+}
+
+/// The stdout of a command (popen), its exit status in `status`.
+std::string command_output(const std::string& command, int* status) {
+    std::string output;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buffer[4096];
+    while (std::size_t got = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, got);
+    *status = ::pclose(pipe);
+    return output;
+}
+
+}  // namespace
+
+TEST_CASE("at a shape where the baseline fails the campaign still searches and its first correct design is the reference") {
+    auto npuc = find_npuc();
+    if (!std::filesystem::exists(npuc)) {
+        MESSAGE("SKIPPED: npuc not built at " << npuc.string() << " (tools/npu-sim/build.sh or NPUOPT_NPUC)");
+        return;
+    }
+    std::random_device random;
+    const auto root = std::filesystem::temp_directory_path() / ("npuopt-slow-shape-" + std::to_string(random()));
+    // A copy of the npu-sim target whose project_qkv baseline is the old fixed-rows one: at
+    // llama3.1-8b (hidden 4096) its 128-row weight tile fills DM (E0201).
+    const auto source = std::filesystem::path(NPUOPT_SOURCE_DIR);
+    const auto target_dir = root / "knowledge" / "npu-sim";
+    std::filesystem::create_directories(target_dir);
+    std::string target_yaml = read_all(source / "knowledge/npu-sim/target.yaml");
+    replace_once(target_yaml, "docs: docs", "docs: " + (source / "knowledge/npu-sim/docs").string());
+    replace_once(target_yaml, "microbench: ../../microbench/npu-sim", "microbench: " + (source / "microbench/npu-sim").string());
+    replace_once(target_yaml, "templates: ../../dsl_templates/npu-sim", "templates: " + (source / "dsl_templates/npu-sim").string());
+    std::ofstream(target_dir / "target.yaml") << target_yaml;
+    std::filesystem::copy_file(source / "knowledge/npu-sim/cost_model.yaml", target_dir / "cost_model.yaml");
+    std::string kernels_yaml = read_all(source / "knowledge/npu-sim/kernels.yaml");
+    replace_once(kernels_yaml, "baseline: baseline_project_qkv.rs",
+                 "baseline: " + (std::filesystem::path(NPUOPT_TEST_DATA_DIR) / "baseline_project_qkv_fixed_rows.rs").string());
+    std::ofstream(target_dir / "kernels.yaml") << kernels_yaml;
+
+    const auto dir = root / "campaign";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "campaign.yaml") << fmt::format(
+        "target: npu-sim\nkernels: [project_qkv]\nshape: llama3.1-8b\nseed: 5\n"
+        "budgets: {{wall_time: 20m, device_runs: 60}}\nsandbox: {{required: false}}\ntoolchain: {{bin: {}}}\n",
+        std::filesystem::absolute(npuc).string());
+    store::CampaignStore::open(dir / "campaign.db");
+    campaign::RunOverrides options;
+    options.max_steps = 6;
+    auto result = [&] {
+        auto workspace = campaign::open_workspace(dir, root / "knowledge");
+        REQUIRE(workspace.kernels.kernels.size() == 3);
+        for (const auto& kernel : workspace.kernels.kernels) {
+            if (kernel.name == "project_qkv") CHECK(kernel.shape.at("hidden") == 4096);
+        }
+        return campaign::run_workspace(workspace, options);
+    }();
+    INFO(result.message);
+    REQUIRE(result.kernels.size() == 1);
+    const auto& kernel = result.kernels[0];
+    INFO(kernel.reason);
+    CHECK(kernel.status != "failed");
+    CHECK(kernel.shape == "llama3.1-8b");
+    REQUIRE(kernel.champion_cycles.has_value());
+    REQUIRE(kernel.baseline_cycles.has_value());
+    CHECK(kernel.reference.find("first correct design (baseline failed:") == 0);
+    CHECK(kernel.reference.find("E0201") != std::string::npos);
+
+    auto store = store::CampaignStore::open(dir / "campaign.db");
+    auto status = campaign::campaign_status(store);
+    REQUIRE(status.kernels.size() == 1);
+    CHECK(status.kernels[0].shape == "llama3.1-8b");
+    CHECK(campaign::render_status_text(status).find("reference: first correct design") != std::string::npos);
+    auto tree = search::load_tree(store, "project_qkv");
+    bool baseline_failed = false;
+    for (const auto& node : tree.nodes) {
+        if (node.edge.role == "baseline") baseline_failed = node.edge.verdict != "accepted";
+    }
+    CHECK(baseline_failed);
+    std::filesystem::remove_all(root);
+}
+
+TEST_CASE("template points within their constraints pass the capacity checks at every named shape") {
+    auto npuc = find_npuc();
+    if (!std::filesystem::exists(npuc)) {
+        MESSAGE("SKIPPED: npuc not built at " << npuc.string() << " (tools/npu-sim/build.sh or NPUOPT_NPUC)");
+        return;
+    }
+    const auto target = config::load_target_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/target.yaml");
+    const auto kernels = config::load_kernels_config(target.kernels_file, target.templates_dir);
+    const auto specs = config::load_template_dir(target.templates_dir);
+    std::random_device random;
+    const auto scratch = std::filesystem::temp_directory_path() / ("npuopt-slow-shapes-" + std::to_string(random()));
+    std::filesystem::create_directories(scratch);
+    std::mt19937_64 pick(21);
+    int checked = 0;
+    for (const auto& shape : config::shape_names(kernels)) {
+        auto shaped = kernels;
+        config::select_shape(shaped, shape, {}, "test");
+        for (const auto& kernel : shaped.kernels) {
+            std::vector<std::string> errors;
+            for (const auto& tmpl : search::load_kernel_templates(specs, kernel, "npu-sim", errors)) {
+                if (tmpl->is_baseline()) continue;
+                // the defaults (when feasible) and a few random feasible points
+                std::vector<search::Assignment> points;
+                if (!tmpl->check_constraints(tmpl->default_assignment())) points.push_back(tmpl->default_assignment());
+                for (int attempt = 0; attempt < 400 && points.size() < 3; ++attempt) {
+                    search::Assignment assignment;
+                    for (const auto& param : tmpl->params()) assignment[param.name] = param.values[pick() % param.values.size()];
+                    if (!tmpl->check_constraints(assignment)) points.push_back(assignment);
+                }
+                INFO(kernel.name << " " << tmpl->name() << " at " << shape);
+                CHECK_FALSE(points.empty());  // every family has feasible points at every named shape
+                for (const auto& assignment : points) {
+                    const auto design = tmpl->instantiate(assignment);
+                    const auto file = scratch / (design.content_hash.substr(0, 16) + ".rs");
+                    std::ofstream(file) << design.source;
+                    std::string shape_arg;
+                    for (const auto& [name, value] : kernel.shape) {
+                        shape_arg += fmt::format("{}{}={}", shape_arg.empty() ? "" : ",", name, value);
+                    }
+                    int status = 0;
+                    const std::string output = command_output(
+                        fmt::format("'{}' check '{}' --kernel {} --shape {} 2>&1", npuc.string(), file.string(),
+                                    kernel.name, shape_arg),
+                        &status);
+                    INFO(design.label() << "\n" << output);
+                    CHECK(output.find("E0201") == std::string::npos);
+                    CHECK(output.find("E0202") == std::string::npos);
+                    CHECK(output.find("E0203") == std::string::npos);
+                    ++checked;
+                }
+            }
+        }
+    }
+    CHECK(checked >= 18);
+    std::filesystem::remove_all(scratch);
 }
