@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "../support/fakes.hpp"
 #include "../support/temp_dir.hpp"
 #include "eval/cascade.hpp"
+#include "store/knowledge_store.hpp"
 
 using namespace npuopt;
 using namespace npuopt::eval;
@@ -201,4 +203,84 @@ TEST_CASE("the store recorder commits a step in one transaction: a failing step 
     REQUIRE(rows.size() == 5);
     CHECK(rows.back().verdict == "accept");
     CHECK(bench.store.list_measurements(rows[3].id).size() == 4);
+}
+
+namespace {
+
+/// A device whose DSL renamed `vtrf` to `to_trf`: a source calling `vtrf` fails with a
+/// machine-applicable fix-it; `to_trf(bad)` fails with another error (the fix would not help).
+target::CheckResult renamed_dsl_build(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    target::CheckResult result;
+    const auto at = source.find("vtrf");
+    if (at == std::string::npos) {
+        if (source.find("to_trf(bad)") != std::string::npos) {
+            result.call.status = target::CallStatus::failed;
+            result.diagnostics.push_back({"error", "E0599", "no method `to_trf` for this operand", std::nullopt, {}, {}, {}});
+            return result;
+        }
+        result.call.status = target::CallStatus::ok;
+        result.ok = true;
+        return result;
+    }
+    result.call.status = target::CallStatus::failed;
+    target::Diagnostic diagnostic{"error", "E0401", "`vtrf` was renamed to `to_trf`", std::nullopt, {}, {}, {}};
+    target::Suggestion fix;
+    fix.message = "use `to_trf`";
+    fix.file = file.filename().string();
+    fix.byte_start = static_cast<std::int64_t>(at);
+    fix.byte_end = static_cast<std::int64_t>(at + 4);
+    fix.replacement = "to_trf";
+    fix.applicability = target::Applicability::machine_applicable;
+    diagnostic.suggestions.push_back(fix);
+    result.diagnostics.push_back(diagnostic);
+    return result;
+}
+
+}  // namespace
+
+TEST_CASE("compile: a fix-it that passes the check again becomes a rewrite, one that does not is not kept") {
+    Bench bench;
+    bench.device.on_build = renamed_dsl_build;
+    store::KnowledgeStore knowledge(bench.store.database());
+    knowledge::SourceRules rules(knowledge, "fake", "1.1.0", "fakec");
+    Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
+    cascade.set_recorder(&bench.recorder);
+    cascade.set_deferred_commit(true);
+    cascade.set_source_rules(&rules);
+
+    SUBCASE("kept") {
+        Candidate candidate = bench.candidate("renamed");
+        std::ofstream(candidate.source_file) << "let t = vtrf(x);\n";
+        const Outcome outcome = cascade.evaluate(candidate, std::nullopt, bench.kernel());
+        CHECK(outcome.stages.back().stage == StageKind::compile);
+        CHECK(outcome.stages.back().verdict == Verdict::fail);  // the design as proposed still failed
+        REQUIRE(outcome.fixit);
+        CHECK(outcome.fixit->kept);
+        REQUIRE(outcome.fixit->edits.size() == 1);
+        CHECK(outcome.fixit->edits[0].from == "vtrf");
+        CHECK(outcome.stages.back().reason.find("fix-its: 1 fix-it(s) applied; the fixed source passes") != std::string::npos);
+        CHECK(bench.device.builds == 2);
+        CHECK(rules.rewrites().empty());  // nothing written before the step commits
+        cascade.commit([] {});
+        auto rewrites = rules.rewrites();
+        REQUIRE(rewrites.size() == 1);
+        CHECK(rewrites[0].to == "to_trf");
+        CHECK_FALSE(std::filesystem::exists(candidate.source_file.parent_path() /
+                                            (candidate.source_file.stem().string() + ".fixit.rs")));
+    }
+    SUBCASE("not kept: the fixed source fails with another error") {
+        Candidate candidate = bench.candidate("renamed-bad");
+        std::ofstream(candidate.source_file) << "let t = vtrf(bad);\n";
+        const Outcome outcome = cascade.evaluate(candidate, std::nullopt, bench.kernel());
+        REQUIRE(outcome.fixit);
+        CHECK_FALSE(outcome.fixit->kept);
+        CHECK(outcome.fixit->reason.find("still fails: E0599") != std::string::npos);
+        cascade.commit([] {});
+        CHECK(rules.rewrites().empty());
+        auto all = knowledge.list_rules("fake", "1.1.0");
+        REQUIRE(all.size() == 1);
+        CHECK(all[0].status == "demoted");
+    }
 }

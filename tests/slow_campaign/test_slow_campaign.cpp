@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -366,4 +367,83 @@ TEST_CASE("template points within their constraints pass the capacity checks at 
     }
     CHECK(checked >= 18);
     std::filesystem::remove_all(scratch);
+}
+
+TEST_CASE("a campaign switched from npuc 1.0 to 1.1 mid-run keeps every measurement and ports its champion") {
+    const auto root = std::filesystem::path(NPUOPT_BUILD_DIR) / "npu-sim";
+    const auto npuc_10 = root / "1.0" / "bin" / "npuc";
+    const auto npuc_11 = root / "1.1" / "bin" / "npuc";
+    if (!std::filesystem::exists(npuc_10) || !std::filesystem::exists(npuc_11)) {
+        MESSAGE("SKIPPED: npuc 1.0 and 1.1 not built under " << root.string());
+        return;
+    }
+    std::random_device random;
+    auto dir = std::filesystem::temp_directory_path() / ("npuopt-slow-switch-" + std::to_string(random()));
+    std::filesystem::create_directories(dir);
+    auto write_yaml = [&](const std::filesystem::path& npuc) {
+        std::ofstream yaml(dir / "campaign.yaml", std::ios::trunc);
+        yaml << fmt::format("target: npu-sim\nkernels: [attention_output]\nseed: 5\n"
+                            "budgets: {{wall_time: 20m, device_runs: 400}}\nsandbox: {{required: false}}\n"
+                            "toolchain: {{bin: {}}}\n",
+                            npuc.string());
+    };
+    write_yaml(npuc_10);
+    store::CampaignStore::open(dir / "campaign.db");
+    campaign::RunOverrides options;
+    options.max_steps = 4;
+    options.stop_requested = [] { return false; };
+    auto first = [&] {
+        auto workspace = campaign::open_workspace(dir, std::nullopt);
+        return campaign::run_workspace(workspace, options);
+    }();
+    REQUIRE(first.kernels.size() == 1);
+    REQUIRE(first.kernels[0].champion_cycles.has_value());
+    const std::string champion_before = first.kernels[0].champion;
+    auto count = [&](const std::string& sql) {
+        auto store = store::CampaignStore::open(dir / "campaign.db");
+        auto rows = store.database().query(sql);
+        return rows.empty() ? std::int64_t{-1} : store::as_int(rows.front().front());
+    };
+    const auto measurements_before = count("SELECT COUNT(*) FROM measurements");
+    const auto evaluations_before = count("SELECT COUNT(*) FROM evaluations");
+    REQUIRE(measurements_before > 0);
+
+    write_yaml(npuc_11);  // the user switches toolchains in campaign.yaml
+    options.max_steps = 5;
+    auto second = [&] {
+        auto workspace = campaign::open_workspace(dir, std::nullopt);
+        return campaign::run_workspace(workspace, options);
+    }();
+    INFO(second.message);
+    REQUIRE(second.kernels.size() == 1);
+    INFO(second.kernels[0].reason);
+    CHECK(second.kernels[0].status == "active");
+    REQUIRE(second.kernels[0].champion_cycles.has_value());
+    CHECK(count("SELECT COUNT(*) FROM measurements") > measurements_before);  // every old one kept, new ones added
+    CHECK(count("SELECT COUNT(*) FROM evaluations WHERE stale = 1") == evaluations_before);
+    auto store = store::CampaignStore::open(dir / "campaign.db");
+    std::map<std::string, std::vector<nlohmann::json>> events;
+    for (const auto& event : store.list_events(100000)) events[event.kind].push_back(nlohmann::json::parse(event.payload_json));
+    REQUIRE(events["toolchain_changed"].size() == 1);
+    CHECK(events["toolchain_changed"][0]["to"] == "1.1.0");
+    REQUIRE_FALSE(events["fixit_kept"].empty());  // E0401 `vtrf` → `to_trf`, learnt from the fix-it
+    CHECK(events["fixit_kept"][0]["edits"][0] == "`vtrf` → `to_trf`");
+    REQUIRE(events["port_finished"].size() == 1);
+    const auto& port = events["port_finished"][0];
+    CHECK(port["before"]["champion"] == champion_before);
+    if (champion_before != "baseline") {
+        CHECK(port["champion_ported"] == true);
+        CHECK(port["lost"] == "");
+    }
+    // No step after the switch failed twice on the same diagnostic in the same template.
+    store::TreeStore trees(store.database());
+    std::map<std::string, int> failures;
+    for (const auto& edge : trees.list_edges("attention_output")) {
+        if (edge.step <= 4 || edge.verdict != "failed") continue;
+        auto design = store.find_design(edge.design_id);
+        failures[design->template_name + "|" + edge.final_reason.substr(0, 5)] += 1;
+    }
+    for (const auto& [key, times] : failures) CHECK_MESSAGE(times <= 1, key);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
 }
