@@ -118,7 +118,9 @@ int run_run(const GlobalOptions& global, const RunOptions& options) {
         std::cout << outcome_text(result);
     }
     if (result.stop == campaign::StopReason::interrupted) return k_exit_interrupted;
-    if (result.stop == campaign::StopReason::all_failed) return k_exit_failure;
+    if (result.stop == campaign::StopReason::all_failed || result.stop == campaign::StopReason::toolchain_missing) {
+        return k_exit_failure;
+    }
     return k_exit_ok;
 }
 
