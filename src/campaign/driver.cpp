@@ -589,6 +589,7 @@ struct CampaignDriver::Impl {
         for (auto& kernel : kernels) {
             if (!kernel->active()) continue;
             if (!kernel->champion && !kernel->baseline_tried) return kernel.get();  // baselines first
+            if (kernel->port_pending) return kernel.get();  // then ports after a toolchain update
             const double reference = kernel->sol_cycles > 0
                                          ? kernel->sol_cycles
                                          : (kernel->baseline_cycles ? *kernel->baseline_cycles / 100.0 : 1.0);

@@ -36,6 +36,7 @@
 #include "config/campaign_config.hpp"
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "eval/speed_of_light.hpp"
 #include "store/campaign_store.hpp"
 #include "store/tree_store.hpp"
@@ -154,6 +155,7 @@ std::int64_t steps_so_far(const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    log::init_stderr(log::Level::warn);
     bool json = false;
     std::int64_t runs = 30;
     std::optional<fs::path> knowledge_dir;
