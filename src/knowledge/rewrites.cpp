@@ -44,6 +44,18 @@ bool has_evidence(store::KnowledgeStore& store, std::int64_t rule_id, const Desi
     return false;
 }
 
+void add_evidence(store::KnowledgeStore& store, std::int64_t rule_id, const DesignRef& design, const std::string& outcome,
+                  const std::string& version, const std::string& message) {
+    store::RuleEvidenceRecord evidence;
+    evidence.rule_id = rule_id;
+    evidence.design_hash = design.design_hash;
+    evidence.source_path = design.source_path.string();
+    evidence.outcome = outcome;
+    evidence.toolchain_version = version;
+    evidence.message = message;
+    store.add_rule_evidence(evidence);
+}
+
 }  // namespace
 
 Rewritten apply_rewrites(const std::string& source, const std::vector<SourceRewrite>& rewrites) {
@@ -130,15 +142,8 @@ std::int64_t SourceRules::record_rewrite(const target::SourceEdit& edit, const D
         rule.confidence = rule_confidence(rule.kind, rule.evidence_count);
         m_store->update_rule(rule);
     }
-    store::RuleEvidenceRecord evidence;
-    evidence.rule_id = rule_id;
-    evidence.design_hash = design.design_hash;
-    evidence.source_path = design.source_path.string();
-    evidence.outcome = "fixed";
-    evidence.toolchain_version = m_version;
-    evidence.message = fmt::format("{} at {}:{}: `{}` → `{}` ({})", edit.code, edit.line, edit.column, edit.from, edit.to,
-                                   edit.help);
-    m_store->add_rule_evidence(evidence);
+    add_evidence(*m_store, rule_id, design, "fixed", m_version, fmt::format("{} at {}:{}: `{}` → `{}` ({})", edit.code, edit.line, edit.column, edit.from, edit.to,
+                                   edit.help));
     transaction.commit();
     return rule_id;
 }
@@ -171,14 +176,7 @@ void SourceRules::reject_rewrite(const target::SourceEdit& edit, const DesignRef
         rule.features_json = nlohmann::json{{"from", edit.from}, {"to", edit.to}}.dump();
         rule_id = m_store->insert_rule(rule);
     }
-    store::RuleEvidenceRecord evidence;
-    evidence.rule_id = rule_id;
-    evidence.design_hash = design.design_hash;
-    evidence.source_path = design.source_path.string();
-    evidence.outcome = "not_fixed";
-    evidence.toolchain_version = m_version;
-    evidence.message = why;
-    m_store->add_rule_evidence(evidence);
+    add_evidence(*m_store, rule_id, design, "not_fixed", m_version, why);
     transaction.commit();
 }
 
@@ -234,14 +232,7 @@ std::int64_t SourceRules::record_failure(const std::string& family, const target
         rule.confidence = rule_confidence(rule.kind, rule.evidence_count);
         m_store->update_rule(rule);
     }
-    store::RuleEvidenceRecord evidence;
-    evidence.rule_id = rule_id;
-    evidence.design_hash = design.design_hash;
-    evidence.source_path = design.source_path.string();
-    evidence.outcome = "rejected";
-    evidence.toolchain_version = m_version;
-    evidence.message = diagnostic.message;
-    m_store->add_rule_evidence(evidence);
+    add_evidence(*m_store, rule_id, design, "rejected", m_version, diagnostic.message);
     transaction.commit();
     return rule_id;
 }
@@ -255,14 +246,7 @@ void SourceRules::record_pass(const std::string& family, const DesignRef& design
         rule.retired_in = m_version;
         ++rule.counter_count;
         m_store->update_rule(rule);
-        store::RuleEvidenceRecord evidence;
-        evidence.rule_id = rule.id;
-        evidence.design_hash = design.design_hash;
-        evidence.source_path = design.source_path.string();
-        evidence.outcome = "accepted";
-        evidence.toolchain_version = m_version;
-        evidence.message = "a design of the family passed the check";
-        m_store->add_rule_evidence(evidence);
+        add_evidence(*m_store, rule.id, design, "accepted", m_version, "a design of the family passed the check");
     }
     transaction.commit();
 }

@@ -94,6 +94,9 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir) {
     }
     markdown << "\nSpeedups are over each kernel's reference: its baseline, or, where the baseline failed, the "
                 "first correct design the search found.\n";
+    for (const auto& kernel : status.kernels) {  // why a kernel is blocked, failed or exhausted
+        if (!kernel.reason.empty()) markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
+    }
     markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n\n## Design trees\n\n", status.geomean_speedup);
     for (const auto& kernel : status.kernels) {
         markdown << fmt::format("### {}\n\n", kernel.kernel);
@@ -123,7 +126,14 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir) {
                             cycles_text(kernel.champion_cycles), kernel.speedup, kernel.sol_fraction * 100.0,
                             html_escape(kernel.champion));
     }
-    html << fmt::format("</table>\n<p>Geomean speedup: <b>{:.3f}x</b></p>\n<h2>Speedups</h2>\n{}\n<h2>Design trees</h2>\n",
+    html << "</table>\n";
+    for (const auto& kernel : status.kernels) {
+        if (!kernel.reason.empty()) {
+            html << fmt::format("<p><b>{}</b> ({}): {}</p>\n", html_escape(kernel.kernel), html_escape(kernel.status),
+                                html_escape(kernel.reason));
+        }
+    }
+    html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b></p>\n<h2>Speedups</h2>\n{}\n<h2>Design trees</h2>\n",
                         status.geomean_speedup, speedup_svg(status));
     for (const auto& kernel : status.kernels) {
         html << fmt::format("<h3>{}</h3>\n", html_escape(kernel.kernel));
