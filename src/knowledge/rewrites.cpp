@@ -142,8 +142,8 @@ std::int64_t SourceRules::record_rewrite(const target::SourceEdit& edit, const D
         rule.confidence = rule_confidence(rule.kind, rule.evidence_count);
         m_store->update_rule(rule);
     }
-    add_evidence(*m_store, rule_id, design, "fixed", m_version, fmt::format("{} at {}:{}: `{}` → `{}` ({})", edit.code, edit.line, edit.column, edit.from, edit.to,
-                                   edit.help));
+    add_evidence(*m_store, rule_id, design, "fixed", m_version,
+                 fmt::format("{} at {}:{}: `{}` → `{}` ({})", edit.code, edit.line, edit.column, edit.from, edit.to, edit.help));
     transaction.commit();
     return rule_id;
 }
