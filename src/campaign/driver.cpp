@@ -102,6 +102,8 @@ struct CampaignDriver::Impl {
     std::string toolchain_version;
     std::string toolchain_identity;      ///< Evaluator::toolchain_identity at the last check
     std::string last_step_reason;        ///< the final reason of the last evaluated step
+    bool port_measure_only = false;      ///< evaluate_step checks and measures without an opponent (a port)
+    bool port_unclear = false;           ///< the last measure-only step was not clearly below the baseline
     std::vector<knowledge::SourceRewrite> rewrites;  ///< applied to every source before it is hashed
 
     // ---- rewrites and known failures --------------------------------------------------------
@@ -261,7 +263,25 @@ struct CampaignDriver::Impl {
         if (kernel.champion) parent = kernel.champion_design_id;
         const std::int64_t design_id = records.record_design(proposal.design, parent);
         const eval::Candidate candidate = records.candidate_of(proposal.design, design_id, proposal.predicted_cycles);
-        const eval::Outcome outcome = evaluate(candidate, champion_of(kernel), kernel);
+        // A port re-verifies and re-measures a design already accepted under the old toolchain:
+        // checked without an opponent, and kept when clearly below the re-measured baseline
+        // (else raced as any other design).
+        const bool measure_only = port_measure_only && kernel.champion.has_value();
+        eval::Outcome outcome = evaluate(candidate, measure_only ? std::nullopt : champion_of(kernel), kernel);
+        port_unclear = false;
+        if (measure_only && outcome.accepted) {
+            constexpr double k_clearly_below = 0.9;
+            const double measured = outcome.cycles_median.value_or(0.0);
+            outcome.accepted = measured > 0.0 && measured < k_clearly_below * kernel.champion_cycles;
+            port_unclear = !outcome.accepted;
+            outcome.final_reason =
+                outcome.accepted
+                    ? fmt::format("re-verified and re-measured on {}: {:.0f} cycles, {:.2f}x below the re-measured "
+                                  "baseline's {:.0f}",
+                                  toolchain_version, measured, kernel.champion_cycles / measured, kernel.champion_cycles)
+                    : fmt::format("re-measured on {}: {:.0f} cycles, not clearly below the baseline's {:.0f}: raced instead",
+                                  toolchain_version, measured, kernel.champion_cycles);
+        }
 
         const bool is_baseline = proposal.design.is_baseline && !kernel.champion;
         const bool is_reference = !kernel.champion;  // the first champion is what speedups are measured against
@@ -546,7 +566,10 @@ struct CampaignDriver::Impl {
                 proposal.predicted_cycles = kernel.search.cost_model().predict(port->family, port->quantities_and_features(),
                                                                                &port->params);
             }
-            const eval::StepVerdict verdict = evaluate_step(kernel, proposal);
+            port_measure_only = true;
+            eval::StepVerdict verdict = evaluate_step(kernel, proposal);
+            port_measure_only = false;
+            if (port_unclear) verdict = evaluate_step(kernel, proposal);  // close to the baseline: a race decides
             if (kernel.champion && kernel.champion_design_id != baseline_id) break;
             if (lost.empty()) {
                 lost = fmt::format("{} could not be ported ({}: {})", design.label(), eval::step_verdict_name(verdict),
