@@ -15,6 +15,7 @@
 #include "campaign/campaign_records.hpp"
 #include "campaign/kernel_runtime.hpp"
 #include "campaign/lock.hpp"
+#include "campaign/porting.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/interrupt.hpp"
@@ -112,62 +113,15 @@ struct CampaignDriver::Impl {
     void install_rewrites() {
         if (!options.source_rules) return;
         rewrites = options.source_rules->rewrites();
-        search::SourceRewriter rewriter;
-        if (!rewrites.empty()) {
-            rewriter = [list = rewrites](const std::string& source) { return knowledge::apply_rewrites(source, list).source; };
-        }
-        for (auto& kernel : kernels) {
-            for (auto& tmpl : kernel->setup.templates) tmpl->set_source_rewriter(rewriter);
-        }
+        install_source_rewrites(kernels, rewrites);
     }
 
-    /// `design` as it would be proposed now: its template instantiated again (rewrites applied),
-    /// or, for a design from a source of its own, the rewrites applied to that source.
     std::optional<search::Design> ported(const KernelRuntime& kernel, const search::Design& design) const {
-        auto found = kernel.templates_by_name.find(design.template_name);
-        if (found != kernel.templates_by_name.end()) {
-            try {
-                return found->second->instantiate(design.params);
-            } catch (const Error&) {
-            }
-        }
-        if (design.source.empty()) return std::nullopt;
-        search::Design copy = design;
-        copy.source = knowledge::apply_rewrites(design.source, rewrites).source;
-        if (copy.source != design.source) {
-            copy.unrewritten_hash = design.content_hash;
-            copy.content_hash = search::design_hash(copy.target, copy.kernel, copy.shape_text, copy.source);
-        }
-        return copy;
+        return rewritten_design(kernel, design, rewrites);
     }
 
-    /// The kernel's templates minus the families with a known failure on this version; when none
-    /// of its families is left, `why` says which failure blocks each.
     std::vector<std::shared_ptr<search::Template>> open_templates(const KernelRuntime& kernel, std::string* why) const {
-        if (!options.source_rules) return kernel.setup.templates;
-        std::map<std::string, std::string> blocked;
-        for (const auto& failure : options.source_rules->known_failures(2)) {
-            blocked.emplace(failure.family, fmt::format("{}: {} ({} designs)", failure.family, failure.statement, failure.designs));
-        }
-        std::vector<std::shared_ptr<search::Template>> open;
-        std::vector<std::string> reasons;
-        bool any_family = false;
-        for (const auto& tmpl : kernel.setup.templates) {
-            if (tmpl->is_baseline()) {
-                open.push_back(tmpl);
-                continue;
-            }
-            any_family = true;
-            auto found = blocked.find(tmpl->family());
-            if (found == blocked.end()) {
-                open.push_back(tmpl);
-            } else if (std::find(reasons.begin(), reasons.end(), found->second) == reasons.end()) {
-                reasons.push_back(found->second);
-            }
-        }
-        const bool none_left = any_family && std::none_of(open.begin(), open.end(), [](const auto& t) { return !t->is_baseline(); });
-        if (why) *why = none_left ? fmt::format("{}", fmt::join(reasons, "; ")) : std::string();
-        return open;
+        return campaign::open_templates(kernel, options.source_rules, why);
     }
 
     void block_kernel(KernelRuntime& kernel, const std::string& why) {
@@ -492,41 +446,13 @@ struct CampaignDriver::Impl {
 
     // ---- porting across a toolchain update ---------------------------------------------------
 
-    /// What to port, best first: the champion, its predecessors on the champion path (newest
-    /// first), then the kernel's other measured designs by their cycles under the old version.
-    std::vector<search::Design> port_candidates(const KernelRuntime& kernel) {
-        std::vector<search::Design> candidates;
-        std::set<std::string> seen;
-        auto add = [&](std::int64_t design_id) {
-            auto record = records.store().find_design(design_id);
-            if (!record) return;
-            auto design = records.design_from_record(kernel, *record);
-            if (!design || design->is_baseline || !seen.insert(design->content_hash).second) return;
-            candidates.push_back(std::move(*design));
-        };
-        auto tree = records.trees();
-        if (kernel.champion) add(kernel.champion_design_id);
-        auto path = tree.champion_path(kernel.name());
-        for (auto link = path.rbegin(); link != path.rend(); ++link) add(link->design_id);
-        std::vector<std::pair<double, std::int64_t>> measured;
-        for (const auto& edge : tree.list_edges(kernel.name())) {
-            if (edge.cycles && *edge.cycles > 0) measured.emplace_back(*edge.cycles, edge.design_id);
-        }
-        std::sort(measured.begin(), measured.end());
-        for (const auto& [cycles, design_id] : measured) {
-            if (static_cast<int>(candidates.size()) >= 2 * options.port_attempts) break;
-            add(design_id);
-        }
-        return candidates;
-    }
-
     /// The toolchain changed: the baseline is measured again under the new version (speedups are
     /// against it from now on), then the old champion is ported — rewritten where fix-its taught
     /// how, re-verified, re-measured and raced against the new baseline. When it cannot be
     /// ported, the next best portable design takes its place, and the event says why.
     void port_kernel(KernelRuntime& kernel) {
         const std::string from = kernel.ported_from;
-        std::vector<search::Design> candidates = port_candidates(kernel);
+        std::vector<search::Design> candidates = port_candidates(records, kernel, 2 * options.port_attempts);
         kernel.port_pending = false;
         if (!kernel.port_baseline_done) {
             kernel.port_before = {{"champion", kernel.champion ? kernel.champion->label() : std::string()},
