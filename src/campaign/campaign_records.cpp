@@ -130,10 +130,7 @@ std::optional<search::Design> CampaignRecords::design_from_record(const KernelRu
         try {
             for (const bool rewrite : {true, false}) {  // as proposed now, or as recorded before a rewrite was learnt
                 search::Design design = found->second->instantiate(assignment, rewrite);
-                if (design.content_hash == record.content_hash) {
-                    design.unrewritten_hash.clear();
-                    return design;
-                }
+                if (design.content_hash == record.content_hash) return design;
             }
         } catch (const Error&) {
         }

@@ -34,7 +34,6 @@ std::optional<search::Design> rewritten_design(const KernelRuntime& kernel, cons
     search::Design copy = design;
     copy.source = knowledge::apply_rewrites(design.source, rewrites).source;
     if (copy.source != design.source) {
-        copy.unrewritten_hash = design.content_hash;
         copy.content_hash = search::design_hash(copy.target, copy.kernel, copy.shape_text, copy.source);
     }
     return copy;

@@ -58,6 +58,22 @@ void add_evidence(store::KnowledgeStore& store, std::int64_t rule_id, const Desi
 
 }  // namespace
 
+store::KbRuleRecord SourceRules::new_rule(std::string_view kind, const std::string& code, std::string statement,
+                                          const std::string& signature, const nlohmann::json& features) const {
+    store::KbRuleRecord rule;
+    rule.target = m_target;
+    rule.code = code;
+    rule.statement = std::move(statement);
+    rule.toolchain_version = m_version;
+    rule.kind = std::string(kind);
+    rule.signature = signature;
+    rule.origin = "check";
+    rule.evidence_count = 1;
+    rule.confidence = rule_confidence(rule.kind, 1);
+    rule.features_json = features.dump();
+    return rule;
+}
+
 Rewritten apply_rewrites(const std::string& source, const std::vector<SourceRewrite>& rewrites) {
     Rewritten result;
     result.source = source;
@@ -121,19 +137,11 @@ std::int64_t SourceRules::record_rewrite(const target::SourceEdit& edit, const D
     auto existing = m_store->find_rule_by_signature(m_target, m_version, signature);
     std::int64_t rule_id = 0;
     if (!existing) {
-        store::KbRuleRecord rule;
-        rule.target = m_target;
-        rule.code = edit.code;
-        rule.statement = fmt::format("since {} {}: `{}` → `{}` ({}: {})", m_toolchain_name, m_version, edit.from, edit.to,
-                                     edit.code, edit.message);
-        rule.toolchain_version = m_version;
-        rule.kind = std::string(k_rule_rewrite);
-        rule.signature = signature;
-        rule.origin = "check";
+        store::KbRuleRecord rule = new_rule(k_rule_rewrite, edit.code,
+                                            fmt::format("since {} {}: `{}` → `{}` ({}: {})", m_toolchain_name, m_version,
+                                                        edit.from, edit.to, edit.code, edit.message),
+                                            signature, {{"from", edit.from}, {"to", edit.to}});
         rule.status = "confirmed";  // the fix-it passed the check again on this design
-        rule.evidence_count = 1;
-        rule.confidence = rule_confidence(rule.kind, 1);
-        rule.features_json = nlohmann::json{{"from", edit.from}, {"to", edit.to}}.dump();
         rule_id = m_store->insert_rule(rule);
     } else {
         store::KbRuleRecord rule = *existing;
@@ -162,18 +170,15 @@ void SourceRules::reject_rewrite(const target::SourceEdit& edit, const DesignRef
         rule.confidence /= 4.0;
         m_store->update_rule(rule);
     } else {
-        store::KbRuleRecord rule;
-        rule.target = m_target;
-        rule.code = edit.code;
-        rule.statement = fmt::format("{} {} suggests `{}` → `{}` ({}), but the fixed design still fails the check",
-                                     m_toolchain_name, m_version, edit.from, edit.to, edit.code);
-        rule.toolchain_version = m_version;
-        rule.kind = std::string(k_rule_rewrite);
-        rule.signature = signature;
-        rule.origin = "check";
+        store::KbRuleRecord rule = new_rule(k_rule_rewrite, edit.code,
+                                            fmt::format("{} {} suggests `{}` → `{}` ({}), but the fixed design still fails "
+                                                        "the check",
+                                                        m_toolchain_name, m_version, edit.from, edit.to, edit.code),
+                                            signature, {{"from", edit.from}, {"to", edit.to}});
         rule.status = "demoted";
+        rule.evidence_count = 0;
+        rule.confidence = 0.0;
         rule.counter_count = 1;
-        rule.features_json = nlohmann::json{{"from", edit.from}, {"to", edit.to}}.dump();
         rule_id = m_store->insert_rule(rule);
     }
     add_evidence(*m_store, rule_id, design, "not_fixed", m_version, why);
@@ -204,6 +209,7 @@ std::vector<SourceRewrite> SourceRules::rewrites() {
 
 std::int64_t SourceRules::record_failure(const std::string& family, const target::Diagnostic& diagnostic,
                                          const DesignRef& design) {
+    m_known_failures.reset();
     store::Transaction transaction(m_store->database());
     m_store->toolchain_version_id(m_target, m_toolchain_name, m_version);
     const std::string statement = generalise_message(diagnostic.message);
@@ -211,18 +217,10 @@ std::int64_t SourceRules::record_failure(const std::string& family, const target
     auto existing = m_store->find_rule_by_signature(m_target, m_version, signature);
     std::int64_t rule_id = 0;
     if (!existing) {
-        store::KbRuleRecord rule;
-        rule.target = m_target;
-        rule.code = diagnostic.code;
-        rule.statement = fmt::format("family {} fails under {} {}: {}", family, m_toolchain_name, m_version, statement);
-        rule.toolchain_version = m_version;
-        rule.kind = std::string(k_rule_known_failure);
-        rule.signature = signature;
-        rule.origin = "check";
-        rule.evidence_count = 1;
-        rule.confidence = rule_confidence(rule.kind, 1);
-        rule.features_json = nlohmann::json{{"family", family}}.dump();
-        rule_id = m_store->insert_rule(rule);
+        rule_id = m_store->insert_rule(new_rule(
+            k_rule_known_failure, diagnostic.code,
+            fmt::format("family {} fails under {} {}: {}", family, m_toolchain_name, m_version, statement), signature,
+            {{"family", family}}));
     } else {
         store::KbRuleRecord rule = *existing;
         rule_id = rule.id;
@@ -238,6 +236,7 @@ std::int64_t SourceRules::record_failure(const std::string& family, const target
 }
 
 void SourceRules::record_pass(const std::string& family, const DesignRef& design) {
+    m_known_failures.reset();
     store::Transaction transaction(m_store->database());
     for (auto rule : m_store->list_rules(m_target, m_version, false)) {
         if (rule.kind != k_rule_known_failure || !counts(rule)) continue;
@@ -252,9 +251,17 @@ void SourceRules::record_pass(const std::string& family, const DesignRef& design
 }
 
 std::vector<KnownFailure> SourceRules::known_failures(std::int64_t min_designs) {
+    // Asked before every step: the rules are read again only after this object wrote one (a
+    // write rolled back with its step also just re-reads them).
+    if (!m_known_failures) {
+        m_known_failures.emplace();
+        for (const auto& rule : m_store->list_rules(m_target, m_version, false)) {
+            if (rule.kind == k_rule_known_failure && counts(rule)) m_known_failures->push_back(rule);
+        }
+    }
     std::vector<KnownFailure> result;
-    for (const auto& rule : m_store->list_rules(m_target, m_version, false)) {
-        if (rule.kind != k_rule_known_failure || !counts(rule) || rule.evidence_count < min_designs) continue;
+    for (const auto& rule : *m_known_failures) {
+        if (rule.evidence_count < min_designs) continue;
         KnownFailure failure;
         failure.rule_id = rule.id;
         failure.family = features_of(rule).value("family", std::string());

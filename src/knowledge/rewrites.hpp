@@ -12,9 +12,12 @@
 // search stops proposing that family until a design of it passes the check again.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "knowledge/rules.hpp"
 #include "store/knowledge_store.hpp"
@@ -80,10 +83,14 @@ public:
     std::vector<KnownFailure> known_failures(std::int64_t min_designs = 2);
 
 private:
+    store::KbRuleRecord new_rule(std::string_view kind, const std::string& code, std::string statement,
+                                 const std::string& signature, const nlohmann::json& features) const;
+
     store::KnowledgeStore* m_store;
     std::string m_target;
     std::string m_version;
     std::string m_toolchain_name;
+    std::optional<std::vector<store::KbRuleRecord>> m_known_failures;  ///< this version's, until the next write
 };
 
 }  // namespace npuopt::knowledge

@@ -306,13 +306,7 @@ Design Template::instantiate(const Assignment& assignment, bool rewrite) const {
             source.replace(pos, placeholder.size(), text);
         }
     }
-    if (rewrite && m_impl->rewriter) {
-        std::string rewritten = m_impl->rewriter(source);
-        if (rewritten != source) {
-            design.unrewritten_hash = design_hash(design.target, design.kernel, design.shape_text, source);
-            source = std::move(rewritten);
-        }
-    }
+    if (rewrite && m_impl->rewriter) source = m_impl->rewriter(source);
     design.source = std::move(source);
     design.quantities = evaluate_quantities(assignment);
     design.features = evaluate_features(assignment);

@@ -36,7 +36,6 @@ struct Design {
     std::string content_hash;
     std::string source_extension = ".rs";      ///< of the template's source file
     bool is_baseline = false;
-    std::string unrewritten_hash;              ///< the hash before the source rewrites, when they changed it
 
     /// "template{A=1,B=2}" (or the template name alone without params).
     std::string label() const;
