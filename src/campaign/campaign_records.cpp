@@ -145,6 +145,7 @@ std::optional<search::Design> CampaignRecords::design_from_record(const KernelRu
     design.source = *record.source;
     design.content_hash = record.content_hash;
     design.is_baseline = record.template_name == "baseline";
+    design.from_source = !design.is_baseline;
     return design;
 }
 

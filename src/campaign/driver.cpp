@@ -19,6 +19,8 @@
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/interrupt.hpp"
+#include "store/tree_store.hpp"
+#include "target/toolchain.hpp"
 
 namespace npuopt::campaign {
 
@@ -45,7 +47,48 @@ eval::StepVerdict step_verdict(const eval::Outcome& outcome) {
     return eval::step_verdict_of(outcome.stages.back().verdict);
 }
 
+std::string queue_key(const std::string& kernel) { return "user_queue/" + kernel; }
+
+std::vector<std::int64_t> read_queue(store::TreeStore tree, const std::string& kernel) {
+    std::vector<std::int64_t> ids;
+    const auto text = tree.state(queue_key(kernel));
+    if (!text || text->empty()) return ids;
+    const nlohmann::json json = nlohmann::json::parse(*text, nullptr, false);
+    if (!json.is_array()) return ids;
+    for (const auto& id : json) {
+        if (id.is_number_integer()) ids.push_back(id.get<std::int64_t>());
+    }
+    return ids;
+}
+
 }  // namespace
+
+std::int64_t queue_user_design(store::CampaignStore& store, const std::string& target, const config::KernelSpec& kernel,
+                               const std::string& source, const std::string& file_name) {
+    const search::Design design =
+        search::design_from_source(target, kernel.name, target::format_shape(kernel.shape), source, "user",
+                                   kernel.baseline.has_extension() ? kernel.baseline.extension().string() : ".rs");
+    store::Transaction transaction = store.database().transaction();
+    store::DesignRecord record;
+    record.content_hash = design.content_hash;
+    record.target = target;
+    record.kernel = kernel.name;
+    record.shape = design.shape_text;
+    record.template_name = design.template_name;
+    record.source = design.source;
+    const std::int64_t id = store.record_design(record);
+    store::TreeStore tree(store.database());
+    std::vector<std::int64_t> queue = read_queue(tree, kernel.name);
+    if (std::find(queue.begin(), queue.end(), id) == queue.end()) queue.push_back(id);
+    tree.set_state(queue_key(kernel.name), nlohmann::json(queue).dump());
+    store.record_event("design_added", nlohmann::json{{"kernel", kernel.name},
+                                                      {"design_id", id},
+                                                      {"hash", design.content_hash},
+                                                      {"file", file_name}}
+                                           .dump());
+    transaction.commit();
+    return id;
+}
 
 std::string stop_reason_name(StopReason reason) {
     switch (reason) {
@@ -57,6 +100,7 @@ std::string stop_reason_name(StopReason reason) {
         case StopReason::all_failed: return "all_failed";
         case StopReason::toolchain_changed: return "toolchain_changed";
         case StopReason::toolchain_missing: return "toolchain_missing";
+        case StopReason::token_budget: return "token_budget";
     }
     return "unknown";
 }
@@ -206,6 +250,12 @@ struct CampaignDriver::Impl {
         edge.device_runs = outcome.device_runs;
         edge.device_secs = outcome.device_secs;
         edge.quantities_json = quantities.dump();
+        if (proposal.llm) {
+            edge.llm_call_id = proposal.llm->call_id > 0 ? std::optional<std::int64_t>(proposal.llm->call_id) : std::nullopt;
+            edge.prompt_hash = proposal.llm->prompt_hash;
+            edge.reply_hash = proposal.llm->reply_hash;
+            edge.llm_tokens = proposal.llm->tokens;
+        }
         return edge;
     }
 
@@ -260,6 +310,8 @@ struct CampaignDriver::Impl {
         feedback.champion_cycles_before = champion_before;
         feedback.scored = !is_reference && !kernel.champion->is_baseline && proposal.role != "porter";
         feedback.speed_of_light_cycles = kernel.sol_cycles;
+        feedback.last_stage = edge.last_stage;
+        feedback.final_reason = edge.final_reason;
         kernel.search.notify(feedback);
 
         kernel.steps_since_accept = becomes_champion ? 0 : kernel.steps_since_accept + 1;
@@ -539,6 +591,8 @@ struct CampaignDriver::Impl {
             if (!kernel->active()) continue;
             if (!kernel->champion && !kernel->baseline_tried) return kernel.get();  // baselines first
             if (kernel->port_pending) return kernel.get();  // then ports after a toolchain update
+            if (!read_queue(records.trees(), kernel->name()).empty()) return kernel.get();  // then designs users added
+            if (options.only_queued) continue;
             const double reference = kernel->sol_cycles > 0
                                          ? kernel->sol_cycles
                                          : (kernel->baseline_cycles ? *kernel->baseline_cycles / 100.0 : 1.0);
@@ -583,6 +637,29 @@ struct CampaignDriver::Impl {
         evaluate_step(kernel, proposal);
     }
 
+    /// The oldest design a user queued for `kernel` (`npuopt add`), evaluated and raced; false when none.
+    bool step_queued(KernelRuntime& kernel) {
+        std::vector<std::int64_t> queue = read_queue(records.trees(), kernel.name());
+        if (queue.empty()) return false;
+        const std::int64_t id = queue.front();
+        auto record = records.store().find_design(id);
+        auto design = record ? records.design_from_record(kernel, *record) : std::nullopt;
+        if (design) {
+            search::Proposal proposal;
+            proposal.design = *design;
+            proposal.role = "user";
+            proposal.move = "added by a user";
+            proposal.reason = "`npuopt add`: a person's kernel, raced against the champion";
+            evaluate_step(kernel, proposal);
+        }
+        queue = read_queue(records.trees(), kernel.name());
+        queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+        store::Transaction transaction = records.store().database().transaction();
+        records.trees().set_state(queue_key(kernel.name()), nlohmann::json(queue).dump());
+        transaction.commit();
+        return true;
+    }
+
     void step_kernel(KernelRuntime& kernel) {
         if (!kernel.champion && !kernel.baseline_tried) {
             step_baseline(kernel);
@@ -592,6 +669,7 @@ struct CampaignDriver::Impl {
             port_kernel(kernel);
             return;
         }
+        if (step_queued(kernel)) return;
         std::string blocked_by;
         search::ProposalRequest request;
         request.templates = open_templates(kernel, &blocked_by);
@@ -761,6 +839,10 @@ struct CampaignDriver::Impl {
         } else if (options.device_run_budget > 0 && counters.device_runs >= options.device_run_budget) {
             result.stop = StopReason::device_budget;
             result.message = fmt::format("device-run budget spent ({} of {})", counters.device_runs, options.device_run_budget);
+        } else if (options.llm_budget && options.llm_budget->exhausted()) {
+            result.stop = StopReason::token_budget;
+            result.message = fmt::format("LLM token budget spent ({} of {} tokens this run)",
+                                         options.llm_budget->spent_tokens(), options.llm_budget->limit_tokens());
         } else if (options.wall_budget_secs > 0 && counters.wall_used() >= options.wall_budget_secs) {
             result.stop = StopReason::wall_budget;
             result.message = fmt::format("wall-time budget spent ({:.0f} s of {:.0f} s)", counters.wall_used(),
@@ -818,8 +900,9 @@ struct CampaignDriver::Impl {
                     std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k->champion.has_value(); });
                 CampaignResult result;
                 result.stop = any_champion ? StopReason::finished : StopReason::all_failed;
-                result.message = any_champion ? "every kernel is exhausted or failed"
-                                              : "no kernel could be started: every kernel failed (see kernel reasons)";
+                result.message = options.only_queued ? "the designs users added were evaluated"
+                                 : any_champion ? "every kernel is exhausted or failed"
+                                                : "no kernel could be started: every kernel failed (see kernel reasons)";
                 return end_run(std::move(result));
             }
             step_kernel(*kernel);

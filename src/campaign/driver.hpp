@@ -27,6 +27,7 @@
 #include "config/template_config.hpp"
 #include "knowledge/hardware_model.hpp"
 #include "knowledge/rewrites.hpp"
+#include "llm/budget.hpp"
 #include "search/roles.hpp"
 #include "search/scheduler.hpp"
 #include "store/campaign_store.hpp"
@@ -55,8 +56,9 @@ struct Progress {
 /// How a run of the loop ended.
 /// toolchain_changed: another toolchain version appeared under the running loop (the run ends so
 /// that it is restarted on the new version); toolchain_missing: the toolchain disappeared.
+/// token_budget: the LLM's token budget (budgets.llm_tokens) is spent.
 enum class StopReason { finished, wall_budget, device_budget, interrupted, step_limit, all_failed, toolchain_changed,
-                        toolchain_missing };
+                        toolchain_missing, token_budget };
 std::string stop_reason_name(StopReason reason);
 
 struct CampaignOptions {
@@ -65,7 +67,11 @@ struct CampaignOptions {
     std::uint64_t seed = 1;
     double wall_budget_secs = 7200.0;     ///< whole campaign, across resumed runs
     std::int64_t device_run_budget = 2000;
-    std::int64_t llm_token_budget = 0;    ///< reserved for LLM-backed roles
+    std::int64_t llm_token_budget = 0;    ///< budgets.llm_tokens (recorded with the budgets)
+    /// The LLM's shared token budget; the loop stops once it is spent (null: no LLM).
+    std::shared_ptr<llm::TokenBudget> llm_budget;
+    /// Only evaluate the designs users queued (`npuopt add`), then stop.
+    bool only_queued = false;
     int revalidate_every_accepts = 5;     ///< re-race the champion against its predecessor (0: only after
                                           ///< a toolchain change)
     double strict_after = 0.75;           ///< campaign age (share of the budget) from which acceptance is strict
@@ -87,6 +93,11 @@ struct KernelSetup {
     std::vector<std::shared_ptr<search::Template>> templates;  ///< baseline first
     std::vector<std::string> template_errors;                  ///< broken templates (recorded as failures)
 };
+
+/// Queue a design a user wrote (`npuopt add`) for `kernel`: recorded as a design now, evaluated
+/// and raced by the next run's first step of that kernel. Returns its design id.
+std::int64_t queue_user_design(store::CampaignStore& store, const std::string& target, const config::KernelSpec& kernel,
+                               const std::string& source, const std::string& file_name);
 
 /// Templates of every kernel, broken ones reported per kernel (never thrown).
 std::vector<KernelSetup> prepare_kernels(const config::KernelsConfig& kernels,

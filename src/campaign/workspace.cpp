@@ -19,6 +19,7 @@
 #include "core/log.hpp"
 #include "store/tree_store.hpp"
 #include "campaign/evaluator.hpp"
+#include "campaign/llm_setup.hpp"
 #include "store/knowledge_store.hpp"
 
 namespace npuopt::campaign {
@@ -284,8 +285,21 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
         if (violations.empty()) return std::nullopt;
         return violations.front().text;
     };
+    std::shared_ptr<LlmRuntime> llm;
+    if (auto runtime = make_llm_runtime(workspace, model, version, overrides.llm_deps)) {
+        llm = std::make_shared<LlmRuntime>(std::move(*runtime));
+        driver_options.llm_budget = llm->budget;
+    }
+    driver_options.only_queued = overrides.only_queued;
+    store::TreeStore steps(workspace.store->database());
+    auto step = [&steps]() -> std::int64_t {
+        const auto text = steps.state("counters");
+        if (!text) return 0;
+        const nlohmann::json counters = nlohmann::json::parse(*text, nullptr, false);
+        return (counters.is_object() ? counters.value("step", std::int64_t{0}) : 0) + 1;  // the step in flight
+    };
     campaign::CampaignDriver driver(*workspace.store, evaluator, workspace.kernel_setups(), driver_options, model,
-                                    rule_check);
+                                    rule_check, make_role_factory(workspace, llm, step));
     return driver.run();
 }
 

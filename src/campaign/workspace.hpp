@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "campaign/driver.hpp"
+#include "llm/client.hpp"
 #include "config/campaign_config.hpp"
 #include "config/target_config.hpp"
 #include "knowledge/hardware_model.hpp"
@@ -67,6 +68,8 @@ struct RunOverrides {
     std::optional<std::int64_t> max_steps;
     std::function<void(const campaign::Progress&)> progress;
     std::function<bool()> stop_requested;     ///< empty: SIGINT/SIGTERM (core/interrupt)
+    llm::ClientDeps llm_deps;                 ///< the LLM client's clock, sleeper, environment (tests)
+    bool only_queued = false;                 ///< evaluate only the designs users added (`npuopt add`)
 };
 
 /// Run or resume the campaign (the driver with the workspace's toolchain and cascade).

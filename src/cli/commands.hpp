@@ -99,6 +99,14 @@ struct EvalOptions {
     std::optional<std::uint64_t> seed;                  ///< the scratch campaign's seed (default: drawn now)
 };
 
+/// `npuopt add FILE --kernel K --campaign C`: a person's kernel into the tree as a design, raced.
+struct AddOptions {
+    std::filesystem::path file;
+    std::string kernel;
+    std::filesystem::path campaign_dir;
+    bool queue_only = false;                ///< record and queue it; the next `npuopt run` races it
+};
+
 /// `npuopt demo [DIR]`.
 struct DemoOptions {
     std::optional<std::filesystem::path> dir;
@@ -129,5 +137,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options);
 int run_eval(const GlobalOptions& global, const EvalOptions& options);
 /// `npuopt demo`: init, kb build, a budgeted campaign and a submission, ending in the results table.
 int run_demo(const GlobalOptions& global, const DemoOptions& options);
+
+int run_add(const GlobalOptions& global, const AddOptions& options);
 
 }  // namespace npuopt::cli

@@ -45,7 +45,7 @@ LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
                                  "request_timeout_secs", "stall_timeout_secs", "concurrency", "max_retries",
                                  "retry_cap_secs", "temperature", "n", "max_tokens", "response_format",
                                  "price_prompt_per_1k", "price_completion_per_1k", "context_tokens",
-                                 "repair_turns"});
+                                 "repair_turns", "strategy", "roles", "replace_heuristic"});
     LlmConfig config;
     config.enabled = llm.boolean_or("enabled", config.enabled);
     // `endpoint` is the name campaign.yaml files written before base_url used; both mean the same.
@@ -105,6 +105,20 @@ LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
         non_negative_number(llm, "price_completion_per_1k", config.price_completion_per_1k);
     config.context_tokens = positive_integer(llm, "context_tokens", config.context_tokens);
     config.repair_turns = non_negative_integer(llm, "repair_turns", config.repair_turns);
+    config.strategy = llm.string_or("strategy", config.strategy);
+    const auto& strategies = llm_strategy_names();
+    if (std::find(strategies.begin(), strategies.end(), config.strategy) == strategies.end()) {
+        llm.fail_at("strategy", fmt::format("'{}' is not a strategy (expected one of {})", config.strategy,
+                                            fmt::join(strategies, ", ")));
+    }
+    config.roles = llm.string_list_or("roles", config.roles);
+    for (const auto& role : config.roles) {
+        const auto& known = llm_role_names();
+        if (std::find(known.begin(), known.end(), role) == known.end()) {
+            llm.fail_at("roles", fmt::format("'{}' is not an LLM-backed role (expected some of {})", role, fmt::join(known, ", ")));
+        }
+    }
+    config.replace_heuristic = llm.boolean_or("replace_heuristic", config.replace_heuristic);
     if (config.enabled) {
         if (config.base_url.empty()) {
             llm.fail_at(url_key, "llm.enabled is true but no base URL is given (expected e.g. "
@@ -120,6 +134,16 @@ LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& llm_strategy_names() {
+    static const std::vector<std::string> k_names = {"zero_shot", "profiling_guided", "iterative_refinement", "multi_agent"};
+    return k_names;
+}
+
+const std::vector<std::string>& llm_role_names() {
+    static const std::vector<std::string> k_names = {"architect", "tuner"};
+    return k_names;
+}
 
 std::string_view llm_response_format_name(LlmResponseFormat format) {
     switch (format) {
@@ -329,6 +353,9 @@ llm:
   price_completion_per_1k: {price_completion}
   context_tokens: {context_tokens}        # what one prompt may hold
   repair_turns: {repair_turns}           # follow-up turns that feed diagnostics back
+  strategy: multi_agent     # zero_shot | profiling_guided | iterative_refinement | multi_agent (see `npuopt bench llm`)
+  roles: [architect, tuner] # LLM-backed roles: architect writes whole kernels, tuner edits the champion
+  replace_heuristic: false  # false: they join the heuristic roles and the scheduler decides; true: replace them
 )",
         fmt::arg("target", target),
         fmt::arg("kernels", kernel_names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(kernel_names, ", "))),

@@ -67,7 +67,15 @@ struct LlmConfig {
     double price_completion_per_1k = 0.0;
     std::int64_t context_tokens = 8192;  ///< what a prompt may hold (retrieval fills it)
     std::int64_t repair_turns = 2;       ///< follow-up turns that feed diagnostics back
+    /// What goes into a prompt: zero_shot | profiling_guided | iterative_refinement | multi_agent
+    std::string strategy = "multi_agent";
+    std::vector<std::string> roles = {"architect", "tuner"};  ///< the LLM-backed roles
+    bool replace_heuristic = false;      ///< true: they replace the heuristic ones of the same name; false: join them
 };
+
+/// The strategies llm.strategy accepts, and the LLM-backed roles llm.roles accepts.
+const std::vector<std::string>& llm_strategy_names();
+const std::vector<std::string>& llm_role_names();
 
 /// "fenced_code" or "json_schema".
 std::string_view llm_response_format_name(LlmResponseFormat format);

@@ -20,6 +20,7 @@ struct SearchHit {
     double score = 0.0;   ///< −bm25, halved for stale entries; higher is better
     bool stale = false;
     std::string toolchain_version;
+    std::string body;     ///< the whole entry
 };
 
 /// Free text → an FTS5 query: each word quoted (no operators pass through), joined with OR.
@@ -28,5 +29,10 @@ std::string to_fts_query(std::string_view query);
 /// The `limit` best entries of `target` for `query`; stale entries rank lower but stay.
 std::vector<SearchHit> search(store::KnowledgeStore& store, const std::string& target, std::string_view query,
                               int limit = 10);
+
+/// Entries for a prompt: the best for `query`, fresh ones first, whole (a long one cut), until
+/// about `token_budget` tokens (4 characters a token) are filled.
+std::vector<SearchHit> retrieve_within(store::KnowledgeStore& store, const std::string& target, std::string_view query,
+                                       std::int64_t token_budget);
 
 }  // namespace npuopt::knowledge

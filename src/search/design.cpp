@@ -60,7 +60,23 @@ std::string design_hash(const std::string& target, const std::string& kernel, co
     return hex;
 }
 
+Design design_from_source(const std::string& target, const std::string& kernel, const std::string& shape_text,
+                          std::string source, const std::string& origin, const std::string& source_extension) {
+    Design design;
+    design.target = target;
+    design.kernel = kernel;
+    design.template_name = origin;
+    design.family = origin;
+    design.shape_text = shape_text;
+    design.source = std::move(source);
+    design.content_hash = design_hash(target, kernel, shape_text, design.source);
+    design.source_extension = source_extension;
+    design.from_source = true;
+    return design;
+}
+
 std::string Design::label() const {
+    if (from_source) return fmt::format("{}@{}", template_name, content_hash.substr(0, 8));
     if (params.empty()) return template_name;
     std::string text = template_name + "{";
     bool first = true;

@@ -36,8 +36,9 @@ struct Design {
     std::string content_hash;
     std::string source_extension = ".rs";      ///< of the template's source file
     bool is_baseline = false;
+    bool from_source = false;                  ///< written (LLM, porter, user), not instantiated from a template
 
-    /// "template{A=1,B=2}" (or the template name alone without params).
+    /// "template{A=1,B=2}", the template name alone without params, "origin@1a2b3c4d" from source.
     std::string label() const;
     /// The params as a JSON object (integers stay integers).
     nlohmann::json params_json() const;
@@ -52,6 +53,12 @@ std::string format_param_value(double value);
 /// Content hash of a design: SHA-256 over target, kernel, shape and the instantiated source.
 std::string design_hash(const std::string& target, const std::string& kernel, const std::string& shape_text,
                         const std::string& source);
+
+/// A design from a source someone wrote (an LLM role, the porter, a user's `npuopt add`): no
+/// params, no declared quantities; `origin` (e.g. "llm-architect", "user") names it in the tree
+/// and is its family.
+Design design_from_source(const std::string& target, const std::string& kernel, const std::string& shape_text,
+                          std::string source, const std::string& origin, const std::string& source_extension = ".rs");
 
 /// Rewrites an instantiated source before it is hashed (the rewrites a toolchain update taught).
 using SourceRewriter = std::function<std::string(const std::string&)>;

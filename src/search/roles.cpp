@@ -331,7 +331,7 @@ Attribution attribute(const SearchContext& context) {
     if (context.speed_of_light_cycles > 0.0 && context.champion_cycles > 0.0) {
         attribution.sol_ratio = context.champion_cycles / context.speed_of_light_cycles;
     }
-    if (!context.champion || context.champion->is_baseline || !context.cost_model) {
+    if (!context.champion || context.champion->is_baseline || context.champion->from_source || !context.cost_model) {
         attribution.dominant = "unexplained";
         attribution.text = fmt::format("champion {} ({:.0f} cycles{}) declares no quantities: no attribution",
                                        context.champion ? context.champion->label() : "none", context.champion_cycles,

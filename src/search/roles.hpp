@@ -45,6 +45,17 @@ struct SearchContext {
     int max_proposals = 4;
 };
 
+/// Where an LLM-written design came from: the call, the hashes of its prompt and reply, its tokens.
+struct LlmProvenance {
+    std::int64_t call_id = 0;
+    std::string prompt_hash;
+    std::string reply_hash;
+    std::int64_t tokens = 0;   ///< of the call (shared by its n choices)
+    std::int64_t choice = 0;   ///< which of the call's choices
+    std::int64_t turn = 0;     ///< 0: first answer; k: the k-th repair
+    std::string model;
+};
+
 /// One proposed design with the move that produced it and why.
 struct Proposal {
     Design design;
@@ -52,6 +63,7 @@ struct Proposal {
     std::string move;     ///< e.g. "ENGINES 2→4", "family two_phase_k_outer"
     std::string reason;   ///< in words a person can check
     std::optional<double> predicted_cycles;
+    std::optional<LlmProvenance> llm;   ///< set when an LLM wrote the design
 };
 
 /// How a step ended, as the search learns from it (the driver builds it after the judge).
@@ -65,6 +77,8 @@ struct StepFeedback {
     double champion_cycles_before = 0.0;     ///< 0: there was no champion
     bool scored = true;                      ///< false for the baseline and steps against it: no reward
     double speed_of_light_cycles = 0.0;      ///< the bound, for the reward's scale (0 when unknown)
+    std::string last_stage;                  ///< the cascade stage the step ended in ("compile", "correctness", …)
+    std::string final_reason;                ///< why it ended there, diagnostics included
 
     /// Whether the step measured its design (its cycles teach the cost model).
     bool measured() const { return cycles.has_value() && eval::step_measured(verdict); }

@@ -148,6 +148,12 @@ public:
                 case SQLITE_NULL: values.emplace_back(nullptr); break;
                 case SQLITE_INTEGER: values.emplace_back(static_cast<std::int64_t>(sqlite3_column_int64(m_statement, column_idx))); break;
                 case SQLITE_FLOAT: values.emplace_back(sqlite3_column_double(m_statement, column_idx)); break;
+                case SQLITE_BLOB: {  // bytes as they are (compressed audit text)
+                    const auto* bytes = static_cast<const char*>(sqlite3_column_blob(m_statement, column_idx));
+                    const auto size = static_cast<std::size_t>(sqlite3_column_bytes(m_statement, column_idx));
+                    values.emplace_back(bytes == nullptr ? std::string() : std::string(bytes, size));
+                    break;
+                }
                 default: {
                     const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(m_statement, column_idx));
                     values.emplace_back(std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(m_statement, column_idx))));

@@ -355,7 +355,7 @@ std::vector<SearchRow> KnowledgeStore::search(const std::string& target, const s
              "  WHEN 'rule' THEN (SELECT v.version FROM rules r JOIN toolchain_versions v "
              "                    ON v.id = r.toolchain_version_id WHERE r.id = kb_fts.ref_id) "
              "  ELSE (SELECT v.version FROM knowledge_entries e JOIN toolchain_versions v "
-             "        ON v.id = e.toolchain_version_id WHERE e.id = kb_fts.ref_id) END, '') "
+             "        ON v.id = e.toolchain_version_id WHERE e.id = kb_fts.ref_id) END, ''), kb_fts.body "
              "FROM kb_fts WHERE kb_fts MATCH ? AND kb_fts.target = ? ORDER BY rank LIMIT ?",
              {fts_query, target, std::int64_t{limit}})) {
         RowReader read(row);
@@ -367,6 +367,7 @@ std::vector<SearchRow> KnowledgeStore::search(const std::string& target, const s
         hit.bm25 = read.real();
         hit.stale = read.optional_integer().value_or(0) != 0;
         hit.toolchain_version = read.text();
+        hit.body = read.text();
         read.finish();
         hits.push_back(std::move(hit));
     }

@@ -109,6 +109,7 @@ struct SearchRow {
     double bm25 = 0.0;   ///< FTS5 bm25(): lower (more negative) is better
     bool stale = false;
     std::string toolchain_version;
+    std::string body;    ///< the whole indexed text
 };
 
 /// Accessors over an open database; every write path is one transaction.

@@ -277,6 +277,41 @@ ALTER TABLE evaluations ADD COLUMN launches INTEGER;
 ALTER TABLE evaluations ADD COLUMN failed_launches INTEGER;
 ALTER TABLE evaluations ADD COLUMN retries INTEGER;
 )sql"},
+        // v6: the LLM's audit (every prompt and reply, zlib-compressed, with their hashes, tokens
+        // and cost; llm_store.hpp) and the provenance of tree edges whose design an LLM wrote.
+        {6, "LLM calls (prompts and replies compressed, hashes, tokens, cost); LLM provenance of tree edges", R"sql(
+CREATE TABLE llm_calls (
+    id                INTEGER PRIMARY KEY,
+    kernel            TEXT NOT NULL,
+    role              TEXT NOT NULL,
+    purpose           TEXT NOT NULL DEFAULT 'propose',
+    strategy          TEXT NOT NULL DEFAULT '',
+    model             TEXT NOT NULL DEFAULT '',
+    step              INTEGER NOT NULL DEFAULT 0,
+    status            TEXT NOT NULL,
+    message           TEXT NOT NULL DEFAULT '',
+    prompt_hash       TEXT NOT NULL,
+    reply_hash        TEXT NOT NULL DEFAULT '',
+    prompt_z          BLOB NOT NULL,
+    reply_z           BLOB,
+    choices           TEXT NOT NULL DEFAULT '[]',
+    context           TEXT NOT NULL DEFAULT '[]',
+    prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    tokens_reported   INTEGER NOT NULL DEFAULT 1,
+    cost              REAL NOT NULL DEFAULT 0,
+    n                 INTEGER NOT NULL DEFAULT 1,
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    http_status       INTEGER,
+    wall_secs         REAL NOT NULL DEFAULT 0,
+    created_at        TEXT NOT NULL
+);
+CREATE INDEX llm_calls_by_kernel ON llm_calls (kernel, role);
+ALTER TABLE tree_edges ADD COLUMN llm_call_id INTEGER REFERENCES llm_calls (id);
+ALTER TABLE tree_edges ADD COLUMN prompt_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE tree_edges ADD COLUMN reply_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE tree_edges ADD COLUMN llm_tokens INTEGER NOT NULL DEFAULT 0;
+)sql"},
     };
     return k_migrations;
 }

@@ -11,7 +11,8 @@ namespace {
 
 constexpr std::string_view k_edge_columns =
     "id, kernel, design_id, parent_design_id, role, move, reason, step, verdict, last_stage, final_reason, cycles, "
-    "predicted_cycles, speedup, device_runs, device_secs, quantities, created_at";
+    "predicted_cycles, speedup, device_runs, device_secs, quantities, created_at, llm_call_id, prompt_hash, reply_hash, "
+    "llm_tokens";
 
 TreeEdgeRecord edge_from_row(const Row& row) {
     TreeEdgeRecord edge;
@@ -33,6 +34,10 @@ TreeEdgeRecord edge_from_row(const Row& row) {
     edge.device_secs = as_double(row[15]);
     edge.quantities_json = as_text(row[16]);
     edge.created_at = as_text(row[17]);
+    edge.llm_call_id = as_optional_int(row[18]);
+    edge.prompt_hash = as_text(row[19]);
+    edge.reply_hash = as_text(row[20]);
+    edge.llm_tokens = as_int(row[21]);
     return edge;
 }
 
@@ -61,12 +66,13 @@ std::int64_t TreeStore::record_edge(const TreeEdgeRecord& edge) {
     }
     m_database->execute(
         "INSERT INTO tree_edges (kernel, design_id, parent_design_id, role, move, reason, step, verdict, last_stage, "
-        "final_reason, cycles, predicted_cycles, speedup, device_runs, device_secs, quantities, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "final_reason, cycles, predicted_cycles, speedup, device_runs, device_secs, quantities, created_at, llm_call_id, "
+        "prompt_hash, reply_hash, llm_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {edge.kernel, edge.design_id, optional_value(edge.parent_design_id), edge.role, edge.move, edge.reason,
          edge.step, edge.verdict, edge.last_stage, edge.final_reason, optional_value(edge.cycles),
          optional_value(edge.predicted_cycles), optional_value(edge.speedup), edge.device_runs, edge.device_secs,
-         edge.quantities_json, edge.created_at.empty() ? log::utc_timestamp() : edge.created_at});
+         edge.quantities_json, edge.created_at.empty() ? log::utc_timestamp() : edge.created_at,
+         optional_value(edge.llm_call_id), edge.prompt_hash, edge.reply_hash, edge.llm_tokens});
     return m_database->last_insert_id();
 }
 

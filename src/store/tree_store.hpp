@@ -34,6 +34,11 @@ struct TreeEdgeRecord {
     double device_secs = 0.0;
     std::string quantities_json = "{}";
     std::string created_at;
+    // written by an LLM: the call (llm_calls) and the hashes of its prompt and reply, its tokens
+    std::optional<std::int64_t> llm_call_id;
+    std::string prompt_hash;
+    std::string reply_hash;
+    std::int64_t llm_tokens = 0;
 };
 
 /// One link of a kernel's champion path.

@@ -29,6 +29,8 @@ THIRD_PARTY = {
     "Eigen": (re.compile(r"^Eigen/"), {"numerics"}),
     "cmark-gfm": (re.compile(r"^cmark"), {"knowledge"}),
     "muparser": (re.compile(r"^muParser"), {"numerics", "search"}),
+    "zlib": (re.compile(r"^zlib\.h$"), {"store"}),
+    "mustache": (re.compile(r"^kainjow/"), {"llm"}),
 }
 DEPS = re.compile(r'^set\(deps_([a-z_]+)((?:\s+[^)\s]+)*)\s*\)', re.M)
 LAYERS = re.compile(r'^set\(NPUOPT_LAYERS((?:\s+[a-z_]+)+)\s*\)', re.M)

@@ -10,7 +10,7 @@ NPUOPT_APT_PACKAGES=(
   libsqlite3-dev sqlite3 nlohmann-json3-dev libcurl4-openssl-dev libyaml-cpp-dev libeigen3-dev
   libspdlog-dev libfmt-dev doctest-dev libcli11-dev
   libmuparser-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libkainjow-mustache-dev zlib1g-dev
   bubblewrap graphviz python3
 )
 
