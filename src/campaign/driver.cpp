@@ -841,8 +841,9 @@ struct CampaignDriver::Impl {
             result.message = fmt::format("device-run budget spent ({} of {})", counters.device_runs, options.device_run_budget);
         } else if (options.llm_budget && options.llm_budget->exhausted()) {
             result.stop = StopReason::token_budget;
-            result.message = fmt::format("LLM token budget spent ({} of {} tokens this run)",
-                                         options.llm_budget->spent_tokens(), options.llm_budget->limit_tokens());
+            result.message = fmt::format("LLM token budget spent ({} of {} tokens this run{})",
+                                         options.llm_budget->spent_tokens(), options.llm_budget->limit_tokens(),
+                                         options.llm_budget->remaining_tokens() > 0 ? "; the rest affords no call" : "");
         } else if (options.wall_budget_secs > 0 && counters.wall_used() >= options.wall_budget_secs) {
             result.stop = StopReason::wall_budget;
             result.message = fmt::format("wall-time budget spent ({:.0f} s of {:.0f} s)", counters.wall_used(),

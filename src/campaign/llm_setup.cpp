@@ -89,6 +89,12 @@ RoleFactory make_role_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> 
     return [space, runtime, step](const std::string& kernel) {
         std::vector<std::unique_ptr<search::Role>> roles = search::make_heuristic_roles();
         const config::LlmConfig& config = space->campaign.llm;
+        roles.erase(std::remove_if(roles.begin(), roles.end(),
+                                   [&](const auto& role) {
+                                       return std::find(config.heuristic_roles.begin(), config.heuristic_roles.end(),
+                                                        role->name()) == config.heuristic_roles.end();
+                                   }),
+                    roles.end());
         const auto spec = std::find_if(space->kernels.kernels.begin(), space->kernels.kernels.end(),
                                        [&](const config::KernelSpec& candidate) { return candidate.name == kernel; });
         if (spec == space->kernels.kernels.end()) return roles;

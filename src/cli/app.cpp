@@ -102,11 +102,13 @@ int run_main(int argc, char** argv) {
                                               "rules), search (npuopt vs random search and hill-climbing on "
                                               "generated chips and named shapes: after --, --chips K | --chip-seeds "
                                               "A,B, --shapes all|NAME,..., --only npuopt,random,hill, --work DIR "
-                                              "(resumable: one result file per cell), --verify-runs N)");
+                                              "(resumable: one result file per cell), --verify-runs N), llm (the LLM-backed roles per "
+                                              "strategy and n at equal token budgets; a scripted model on loopback "
+                                              "unless -- --endpoint URL --model NAME)");
     bench->add_option("what", bench_options.what, "kb | acceptance | search | adversarial (the adversarial "
                                                   "corpus and honest controls through the cascade)")
         ->required()
-        ->check(CLI::IsMember({"kb", "acceptance", "search", "refresh", "adversarial"}));
+        ->check(CLI::IsMember({"kb", "acceptance", "search", "refresh", "adversarial", "llm"}));
     std::string bench_dir;
     bench->add_option("--dir", bench_dir, "adversarial: the corpus folder (default tests/data/adversarial)");
     auto* bench_device_runs_option =

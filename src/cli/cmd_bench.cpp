@@ -1,4 +1,4 @@
-// `npuopt bench kb|acceptance|search|refresh|adversarial`: run the benchmark programs built beside npuopt. Only those
+// `npuopt bench kb|acceptance|search|refresh|adversarial|llm`: run the benchmark programs built beside npuopt. Only those
 // programs may read the simulator's true profile; npuopt itself never does.
 
 #include <unistd.h>
@@ -62,7 +62,8 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
         args.push_back(std::to_string(*options.device_runs));
     }
     args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-    if (global.knowledge_dir && (options.what == "search" || options.what == "adversarial" || options.what == "refresh")) {
+    if (global.knowledge_dir && (options.what == "search" || options.what == "adversarial" || options.what == "refresh" ||
+                                  options.what == "llm")) {
         args.push_back("--knowledge-dir");
         args.push_back(global.knowledge_dir->string());
     }
@@ -84,9 +85,12 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     } else if (options.what == "adversarial") {
         names = {"adversarial_bench", "npuopt_bench_adversarial"};
         build_target = "npuopt_bench_adversarial";
+    } else if (options.what == "llm") {
+        names = {"llm_bench", "npuopt_bench_llm"};
+        build_target = "npuopt_bench_llm";
     } else {
         throw Error(ErrorKind::invalid_input,
-                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search, refresh or adversarial)", options.what));
+                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search, refresh, adversarial or llm)", options.what));
     }
     if (auto program = find_program(dir, names)) exec_program(*program, args);
     throw Error(ErrorKind::io, fmt::format("bench {}: the benchmark program {} is not built beside {} (build it with "

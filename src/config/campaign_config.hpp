@@ -71,6 +71,8 @@ struct LlmConfig {
     std::string strategy = "multi_agent";
     std::vector<std::string> roles = {"architect", "tuner"};  ///< the LLM-backed roles
     bool replace_heuristic = false;      ///< true: they replace the heuristic ones of the same name; false: join them
+    /// The heuristic roles that take part when the LLM is enabled ([] : the LLM-backed roles alone).
+    std::vector<std::string> heuristic_roles = {"analyst", "architect", "tuner"};
 };
 
 /// The strategies llm.strategy accepts, and the LLM-backed roles llm.roles accepts.

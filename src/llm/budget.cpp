@@ -8,7 +8,12 @@ TokenBudget::TokenBudget(std::int64_t limit_tokens) : m_limit_tokens(std::max<st
 
 bool TokenBudget::exhausted() const {
     std::lock_guard lock(m_mutex);
-    return m_spent_tokens >= m_limit_tokens;
+    return m_closed || m_spent_tokens >= m_limit_tokens;
+}
+
+void TokenBudget::close() {
+    std::lock_guard lock(m_mutex);
+    m_closed = true;
 }
 
 void TokenBudget::charge(std::int64_t tokens, double cost) {

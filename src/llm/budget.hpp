@@ -16,6 +16,8 @@ public:
 
     /// Whether no further call may start.
     bool exhausted() const;
+    /// No further call may start: what is left affords no useful call (a role found so).
+    void close();
     /// Record what a finished call used.
     void charge(std::int64_t tokens, double cost);
 
@@ -29,6 +31,7 @@ private:
     mutable std::mutex m_mutex;
     std::int64_t m_spent_tokens = 0;
     double m_spent_cost = 0.0;
+    bool m_closed = false;
 };
 
 }  // namespace npuopt::llm

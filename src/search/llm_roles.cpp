@@ -95,9 +95,10 @@ public:
             m_repairs.pop_front();
             if (auto first = take_first(context, repair(context, item))) return {std::move(*first)};
         }
-        if (m_paused || budget_spent()) return {};
+        if (m_paused || budget_spent() || m_budget_short) return {};
         if (m_kind == "tuner" && (!context.champion || context.champion->source.empty())) return {};
         auto first = take_first(context, ask(context));
+        if (!first && m_budget_short) return {};
         if (!first) {
             if (++m_empty_calls >= k_empty_calls_before_pause) {
                 pause(fmt::format("{} calls in a row gave no usable design", m_empty_calls));
@@ -142,6 +143,21 @@ private:
     bool budget_spent() const {
         const auto& budget = m_deps.client->budget();
         return budget && budget->exhausted();
+    }
+
+    /// Completion tokens per choice that the budget still affords for `messages` with `n`
+    /// choices (llm.max_tokens at most); nullopt when not even a short answer fits, so that a
+    /// call never overshoots the budget by more than the server's own miscount.
+    std::optional<std::int64_t> affordable_completion(const std::vector<llm::Message>& messages, std::int64_t n) const {
+        constexpr std::int64_t k_shortest_useful_answer = 256;
+        const std::int64_t cap = m_deps.client->config().max_tokens;
+        const auto& budget = m_deps.client->budget();
+        if (!budget) return cap;
+        std::int64_t prompt = 0;
+        for (const auto& message : messages) prompt += llm::estimate_tokens(message.content) + 4;
+        const std::int64_t per_choice = (budget->remaining_tokens() - prompt) / std::max<std::int64_t>(n, 1);
+        if (per_choice < k_shortest_useful_answer) return std::nullopt;
+        return std::min(cap, per_choice);
     }
 
     void pause(const std::string& why) {
@@ -249,6 +265,13 @@ private:
         llm::ChatRequest request;
         request.messages = messages;
         request.n = 1;
+        const auto allowance = affordable_completion(messages, 1);
+        if (!allowance) {
+            m_budget_short = true;
+            if (m_deps.client->budget()) m_deps.client->budget()->close();
+            return "";
+        }
+        request.max_tokens = std::min<std::int64_t>(*allowance, 1024);
         const llm::Reply reply = m_deps.client->complete(request);
         record(reply, messages, "llm-analyst", "diagnose", ids, nlohmann::json::array());
         std::string diagnosis;
@@ -353,6 +376,13 @@ private:
         request.messages = messages;
         request.n = n;
         request.json_schema = schema();
+        const auto allowance = affordable_completion(messages, n);
+        if (!allowance) {
+            m_budget_short = true;
+            if (m_deps.client->budget()) m_deps.client->budget()->close();  // the rest buys no useful call
+            return {};
+        }
+        request.max_tokens = *allowance;
         const llm::Reply reply = m_deps.client->complete(request);
         nlohmann::json choices = nlohmann::json::array();
         std::vector<std::pair<std::size_t, std::string>> sources;
@@ -461,6 +491,7 @@ private:
     std::deque<std::string> m_failures;                  ///< recent failed steps of any role, with diagnostics
     std::int64_t m_empty_calls = 0;
     bool m_paused = false;
+    bool m_budget_short = false;   ///< what is left of the token budget no longer affords a call
     std::string m_last_prompt_hash;
     std::string m_last_reply_hash;
 };

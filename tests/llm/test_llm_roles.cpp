@@ -270,14 +270,19 @@ TEST_CASE("llm tuner: a unified diff is applied to the champion, one that does n
 
 TEST_CASE("llm roles: a spent budget stops them before any request, the key is never recorded") {
     Harness h;
-    h.budget = std::make_shared<llm::TokenBudget>(25);
-    h.server.push(llm::stub::chat_reply(fenced(k_good)));  // 30 tokens: spends the budget
+    h.budget = std::make_shared<llm::TokenBudget>(1000);
+    h.server.push(llm::stub::chat_reply(fenced(k_good), "stop", 400, 500));  // leaves 100: no useful call fits
     h.options.strategy = search::LlmStrategy::zero_shot;
     auto role = search::make_llm_architect(h.deps(), h.options);
     auto context = context_with_champion("fn kernel() {}\n");
     CHECK(role->propose(context).size() == 1);
+    // the completion asked for fits what the budget had left
+    const auto first_body = nlohmann::json::parse(h.server.requests().at(0).body);
+    CHECK(first_body["max_tokens"].get<std::int64_t>() <= 1000);
+    CHECK(first_body["max_tokens"].get<std::int64_t>() >= 256);
+    CHECK(!h.budget->exhausted());
+    CHECK(role->propose(context).empty());  // 100 tokens left: not asked, and the budget is closed
     CHECK(h.budget->exhausted());
-    CHECK(role->propose(context).empty());
     CHECK(h.server.request_count() == 1);
     CHECK(h.server.requests().at(0).header("Authorization") == std::string("Bearer ") + k_secret);
     for (const auto& call : h.calls) {

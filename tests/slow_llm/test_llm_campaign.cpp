@@ -76,6 +76,17 @@ std::string template_source(const std::string& name) {
 
 std::string fenced(const std::string& code) { return "Here is the kernel.\n```rust\n" + code + "```\n"; }
 
+/// A reply whose usage counts what a real server would (4 characters a token), so the token
+/// budget and the roles' affordability check see realistic sizes.
+ScriptedReply sized_reply(const llm::stub::ReceivedRequest& request, const std::vector<std::string>& contents) {
+    std::int64_t completion = 0;
+    for (const auto& content : contents) completion += static_cast<std::int64_t>(content.size());
+    ScriptedReply reply;
+    reply.body = llm::stub::chat_completion_body(contents, "stop", static_cast<std::int64_t>(request.body.size()) / 4,
+                                                 completion / 4);
+    return reply;
+}
+
 std::string last_user_message(const llm::stub::ReceivedRequest& request) {
     const auto body = nlohmann::json::parse(request.body, nullptr, false);
     if (!body.is_object() || !body.contains("messages")) return "";
@@ -134,22 +145,19 @@ TEST_CASE("the LLM architect on the simulator: broken repaired, gamed rejected, 
     int tuner_edits = 0;
     server.set_responder([&](const llm::stub::ReceivedRequest& request) {
         const std::string user = last_user_message(request);
-        if (user.find("did not pass") != std::string::npos) return llm::stub::chat_reply(fenced(repaired));
+        if (user.find("did not pass") != std::string::npos) return sized_reply(request, {fenced(repaired)});
         if (user.find("Diagnose the champion") != std::string::npos) {
-            return llm::stub::chat_reply("The weight stream dominates; overlap it with compute [rule:1].");
+            return sized_reply(request, {"The weight stream dominates; overlap it with compute [rule:1]."});
         }
         if (user.find("Improve the champion") != std::string::npos) {
             // a correct edit each time (the champion plus a comment): new designs, never faster
             const std::string edit = fast + fmt::format("\n// tuned variant {}\n", ++tuner_edits);
-            return llm::stub::chat_reply(fenced(edit));
+            return sized_reply(request, {fenced(edit)});
         }
-        ScriptedReply reply;
-        reply.body = llm::stub::chat_completion_body(
-            {fenced(broken), fenced(gamed), "I would rather describe it in words.", fenced(fast)});
-        return reply;
+        return sized_reply(request, {fenced(broken), fenced(gamed), "I would rather describe it in words.", fenced(fast)});
     });
     ::setenv(k_key_env, k_secret, 1);
-    const auto dir = make_campaign(npuc, server.base_url(), 420, "multi_agent");
+    const auto dir = make_campaign(npuc, server.base_url(), 150000, "multi_agent");
     auto result = [&] {
         auto workspace = campaign::open_workspace(dir, std::nullopt);
         return campaign::run_workspace(workspace, {});
@@ -209,7 +217,7 @@ TEST_CASE("the LLM architect on the simulator: broken repaired, gamed rejected, 
     CHECK(roles.count("llm-analyst") == 1);
     CHECK(roles.count("llm-architect") == 1);
     CHECK(malformed_recorded);
-    CHECK(calls.total_tokens() >= 420);
+    CHECK(calls.total_tokens() <= 150000);  // every call was sized to what the budget had left
 
     // the key went to the server in the header and nowhere else
     REQUIRE(server.request_count() >= 3);
