@@ -68,6 +68,24 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
         if (proposals.front().role.empty()) proposals.front().role = role_name;
         return std::move(proposals.front());
     }
+    // Every role came back empty. One whose emptiness is transient (an LLM call that went wrong)
+    // is asked again, a few rounds at most: the kernel is exhausted only when nothing may come.
+    constexpr int k_retry_rounds = 4;
+    for (int round = 0; round < k_retry_rounds; ++round) {
+        bool any_may = false;
+        for (auto& role : m_roles) {
+            if (!role->may_propose_more()) continue;
+            any_may = true;
+            std::vector<Proposal> proposals = role->propose(context);
+            proposals.erase(std::remove_if(proposals.begin(), proposals.end(),
+                                           [&](const Proposal& proposal) { return is_known(proposal.design.content_hash); }),
+                            proposals.end());
+            if (proposals.empty()) continue;
+            if (proposals.front().role.empty()) proposals.front().role = role->name();
+            return std::move(proposals.front());
+        }
+        if (!any_may) break;
+    }
     return std::nullopt;
 }
 

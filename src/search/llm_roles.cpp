@@ -83,6 +83,7 @@ public:
 
     std::string name() const override { return m_name; }
     const LlmRoleStats& stats() const override { return m_stats; }
+    bool may_propose_more() const override { return !m_paused && !m_budget_short && !budget_spent(); }
 
     std::vector<Proposal> propose(const SearchContext& context) override {
         while (!m_pending.empty()) {

@@ -95,6 +95,9 @@ public:
     virtual void start(const std::string& kernel) { (void)kernel; }
     /// Designs to try next, best first; none that is known or that known rules forbid.
     virtual std::vector<Proposal> propose(const SearchContext& context) = 0;
+    /// Whether a role that just proposed nothing may have something when asked again (an LLM
+    /// role whose call went wrong); false: nothing until the search learns more.
+    virtual bool may_propose_more() const { return false; }
     /// The result of every step of the kernel (its own proposals' and other roles').
     virtual void notify(const StepFeedback& feedback) { (void)feedback; }
     /// Once when the run ends.

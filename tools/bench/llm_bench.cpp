@@ -69,6 +69,20 @@ std::vector<std::string> split_list(const std::string& text) {
     return items;
 }
 
+/// `source` without its full-line comments and blank lines: what a model writes is code, not the
+/// templates' essays (the code itself is unchanged).
+std::string without_comments(const std::string& source) {
+    std::string out;
+    std::stringstream lines(source);
+    std::string line;
+    while (std::getline(lines, line)) {
+        const auto first = line.find_first_not_of(" \t");
+        if (first == std::string::npos || line.compare(first, 2, "//") == 0) continue;
+        out += line + "\n";
+    }
+    return out;
+}
+
 /// Replies of known quality for one kernel.
 struct Pool {
     std::vector<std::string> fast, slow, broken, gamed;
@@ -81,18 +95,18 @@ Pool make_pool(const config::KernelSpec& spec, const config::TargetConfig& targe
     for (const auto& tmpl : search::load_kernel_templates(config::load_template_dir(target.templates_dir), spec,
                                                           target.name, errors)) {
         if (tmpl->is_baseline()) {
-            const std::string source = tmpl->instantiate({}).source;
+            const std::string source = without_comments(tmpl->instantiate({}).source);
             for (int variant = 1; variant <= 4; ++variant) pool.slow.push_back(source + fmt::format("\n// variant {}\n", variant));
             continue;
         }
-        pool.fast.push_back(tmpl->instantiate(tmpl->default_assignment()).source);
+        pool.fast.push_back(without_comments(tmpl->instantiate(tmpl->default_assignment()).source));
         for (int tries = 0, found = 0; tries < 200 && found < 3; ++tries) {
             search::Assignment assignment;
             for (const auto& param : tmpl->params()) {
                 assignment[param.name] = param.values[rng() % param.values.size()];
             }
             if (tmpl->check_domain(assignment) || tmpl->check_constraints(assignment)) continue;
-            pool.fast.push_back(tmpl->instantiate(assignment).source);
+            pool.fast.push_back(without_comments(tmpl->instantiate(assignment).source));
             ++found;
         }
     }
@@ -113,6 +127,7 @@ Pool make_pool(const config::KernelSpec& spec, const config::TargetConfig& targe
 }
 
 std::string fenced(const std::string& code) { return "Here is the kernel.\n```rust\n" + code + "```\n"; }
+
 
 /// The scripted model: a pool and weights by what the prompt holds. Thread-safe.
 class ScriptedModel {
@@ -276,7 +291,7 @@ std::string campaign_yaml(const Settings& settings, const std::string& kernel, c
         "budgets: {{wall_time: 2h, device_runs: {}, llm_tokens: {}}}\nsandbox: {{required: false}}\n"
         "toolchain: {{bin: {}}}\n"
         "llm:\n  enabled: true\n  base_url: {}\n  model: {}\n  api_key_env: {}\n  n: {}\n  strategy: {}\n"
-        "  roles: [architect, tuner]\n  heuristic_roles: []\n  repair_turns: 2\n  max_retries: 2\n"
+        "  roles: [architect, tuner]\n  heuristic_roles: []\n  repair_turns: 2\n  max_retries: 2\n  max_tokens: 8192\n"
         "  request_timeout_secs: 600\n",
         kernel, settings.seed, settings.device_runs, settings.tokens, settings.npuc.string(), base_url, settings.model,
         settings.api_key_env, n, strategy);
