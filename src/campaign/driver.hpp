@@ -166,6 +166,20 @@ struct KernelStatus {
     std::int64_t accepted = 0;
 };
 
+/// An LLM-backed role's spending and what it bought (`status`, the report).
+struct LlmRoleStatus {
+    std::string role;
+    std::int64_t calls = 0;
+    std::int64_t ok_calls = 0;
+    std::int64_t tokens = 0;
+    double cost = 0.0;
+    std::int64_t designs = 0;     ///< tree edges of the role
+    std::int64_t accepted = 0;
+    double accepted_log_gain = 0.0;  ///< Σ ln(speedup over the champion it beat)
+    /// Accepted speedup bought per 1k tokens: exp(Σ ln speedup × 1000 / tokens) (1 = nothing).
+    double speedup_per_1k_tokens() const;
+};
+
 struct CampaignStatus {
     std::string state = "not started";   ///< not started | running | stopped | finished
     std::string stop_reason;
@@ -179,6 +193,8 @@ struct CampaignStatus {
     double wall_secs_budget = 0.0;
     double geomean_speedup = 0.0;        ///< over kernels with a champion (0 when none)
     std::vector<KernelStatus> kernels;
+    std::vector<LlmRoleStatus> llm_roles;  ///< empty without LLM calls
+    std::int64_t llm_tokens_budget = 0;
 };
 
 CampaignStatus campaign_status(store::CampaignStore& store);

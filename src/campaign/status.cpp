@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "campaign/driver.hpp"
+#include "store/llm_store.hpp"
 #include "store/tree_store.hpp"
 
 namespace npuopt::campaign {
@@ -44,6 +46,7 @@ CampaignStatus campaign_status(store::CampaignStore& store) {
     auto budgets = parse_object(lookup("budgets"));
     status.device_runs_budget = budgets.value("device_runs", std::int64_t{0});
     status.wall_secs_budget = budgets.value("wall_secs", 0.0);
+    status.llm_tokens_budget = budgets.value("llm_tokens", std::int64_t{0});
 
     std::set<std::string> names;
     for (const auto& kernel : trees.list_kernels()) names.insert(kernel);
@@ -82,8 +85,55 @@ CampaignStatus campaign_status(store::CampaignStore& store) {
         status.kernels.push_back(kernel);
     }
     if (with_champion > 0) status.geomean_speedup = std::exp(log_sum / with_champion);
+    std::map<std::string, LlmRoleStatus> roles;
+    for (const auto& totals : store::LlmStore(store.database()).totals_by_role()) {
+        LlmRoleStatus& role = roles[totals.role];
+        role.role = totals.role;
+        role.calls = totals.calls;
+        role.ok_calls = totals.ok_calls;
+        role.tokens = totals.prompt_tokens + totals.completion_tokens;
+        role.cost = totals.cost;
+    }
+    if (!roles.empty()) {
+        for (const auto& kernel : status.kernels) {
+            for (const auto& edge : trees.list_edges(kernel.kernel)) {
+                auto found = roles.find(edge.role);
+                if (found == roles.end()) continue;
+                found->second.designs += 1;
+                if (edge.verdict == "accepted") {
+                    found->second.accepted += 1;
+                    if (edge.speedup && *edge.speedup > 0) found->second.accepted_log_gain += std::log(*edge.speedup);
+                }
+            }
+        }
+        for (auto& [name, role] : roles) status.llm_roles.push_back(role);
+    }
     return status;
 }
+
+double LlmRoleStatus::speedup_per_1k_tokens() const {
+    if (tokens <= 0) return 1.0;
+    return std::exp(accepted_log_gain * 1000.0 / static_cast<double>(tokens));
+}
+
+namespace {
+
+nlohmann::json llm_roles_json(const CampaignStatus& status) {
+    nlohmann::json roles = nlohmann::json::array();
+    for (const auto& role : status.llm_roles) {
+        roles.push_back({{"role", role.role},
+                         {"calls", role.calls},
+                         {"ok_calls", role.ok_calls},
+                         {"tokens", role.tokens},
+                         {"cost", role.cost},
+                         {"designs", role.designs},
+                         {"accepted", role.accepted},
+                         {"speedup_per_1k_tokens", role.speedup_per_1k_tokens()}});
+    }
+    return roles;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const CampaignStatus& status) {
     nlohmann::json kernels = nlohmann::json::array();
@@ -113,7 +163,9 @@ nlohmann::json to_json(const CampaignStatus& status) {
             {"wall_secs_used", status.wall_secs_used},
             {"wall_secs_budget", status.wall_secs_budget},
             {"geomean_speedup", status.geomean_speedup},
-            {"kernels", kernels}};
+            {"kernels", kernels},
+            {"llm_tokens_budget", status.llm_tokens_budget},
+            {"llm_roles", llm_roles_json(status)}};
 }
 
 std::string render_status_text(const CampaignStatus& status) {
@@ -140,6 +192,17 @@ std::string render_status_text(const CampaignStatus& status) {
     if (status.geomean_speedup > 0) {
         out += fmt::format("geomean speedup {:.3f}x{}\n", status.geomean_speedup,
                            any_reference ? " (over each kernel's reference; not all of them are the baseline)" : "");
+    }
+    std::int64_t tokens = 0;
+    for (const auto& role : status.llm_roles) tokens += role.tokens;
+    if (!status.llm_roles.empty()) {
+        out += fmt::format("llm        {} of {} tokens\n", tokens, status.llm_tokens_budget);
+        for (const auto& role : status.llm_roles) {
+            out += fmt::format("  {:<18} {} calls ({} ok), {} tokens, cost {:.4g}, {} designs, {} accepted, {:.4f}x "
+                               "accepted speedup per 1k tokens\n",
+                               role.role, role.calls, role.ok_calls, role.tokens, role.cost, role.designs, role.accepted,
+                               role.speedup_per_1k_tokens());
+        }
     }
     return out;
 }
