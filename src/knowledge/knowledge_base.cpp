@@ -1,5 +1,7 @@
 #include "knowledge/knowledge_base.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <map>
@@ -212,11 +214,37 @@ std::string KnowledgeBase::export_markdown() {
     out += "## Legality rules\n\nLearnt from the toolchain's diagnostics and runtime failures; each with the "
            "designs that triggered it.\n\n";
     for (const auto& rule : m_store->list_rules(m_target)) {
-        out += fmt::format("- **{}** {}{}\n", rule.code, render_rule(rule), stale_mark(rule.stale));
+        // render_rule() starts with the code and marks a stale rule itself: said once here
+        std::string text = render_rule(rule);
+        if (text.rfind(rule.code + " ", 0) == 0) text.erase(0, rule.code.size() + 1);
+        out += fmt::format("- **{}** {}\n", rule.code, text);
+        // evidence with the same outcome, version and message: one line naming its designs
+        struct EvidenceGroup { std::string outcome, version, message; std::vector<std::string> designs; };
+        std::vector<EvidenceGroup> groups;
         for (const auto& item : m_store->list_rule_evidence(rule.id)) {
-            out += fmt::format("  - {} by design `{}` on {}: {}\n", item.outcome,
-                               item.design_hash.empty() ? std::string("?") : item.design_hash.substr(0, 12),
-                               item.toolchain_version, item.message);
+            const std::string design = item.design_hash.empty() ? std::string("?") : item.design_hash.substr(0, 12);
+            auto group = std::find_if(groups.begin(), groups.end(), [&](const EvidenceGroup& candidate) {
+                return candidate.outcome == item.outcome && candidate.version == item.toolchain_version &&
+                       candidate.message == item.message;
+            });
+            if (group == groups.end()) {
+                groups.push_back({item.outcome, item.toolchain_version, item.message, {design}});
+            } else {
+                group->designs.push_back(design);
+            }
+        }
+        constexpr std::size_t k_designs_named = 3;
+        for (const auto& group : groups) {
+            std::vector<std::string> named;
+            for (std::size_t design_idx = 0; design_idx < std::min(group.designs.size(), k_designs_named); ++design_idx) {
+                named.push_back(fmt::format("`{}`", group.designs[design_idx]));
+            }
+            const std::string designs =
+                group.designs.size() == 1 ? fmt::format("design {}", named.front())
+                : group.designs.size() <= k_designs_named
+                    ? fmt::format("{} designs ({})", group.designs.size(), fmt::join(named, ", "))
+                    : fmt::format("{} designs ({}, …)", group.designs.size(), fmt::join(named, ", "));
+            out += fmt::format("  - {} by {} on {}: {}\n", group.outcome, designs, group.version, group.message);
         }
     }
     out += "\n## Measured facts\n\n";
