@@ -20,6 +20,8 @@ namespace {
 void write_fake_target(const fs::path& knowledge, const std::string& mode) {
     const fs::path dir = knowledge / "fakechip";
     fs::create_directories(dir / "templates" / "k");
+    fs::create_directories(dir / "docs");
+    fs::create_directories(dir / "microbench");
     const std::string fake = std::string(NPUOPT_TEST_DATA_DIR) + "/fake-toolchain/fake-npuc";
     std::ofstream(dir / "target.yaml") << "name: fakechip\n"
                                           "description: A chip that exists only in the doctor's tests.\n"
@@ -34,6 +36,8 @@ void write_fake_target(const fs::path& knowledge, const std::string& mode) {
                                           "\"{seed}\", --repeat, \"{repeat}\", \"{check}\"], timeout_secs: 20}\n"
                                           "facts:\n"
                                           "  clock_ghz: {value: 1, unit: GHz, description: Clock.}\n"
+                                          "docs: docs\n"
+                                          "microbench: microbench\n"
                                           "templates: templates\n"
                                           "kernels: kernels.yaml\n";
     std::ofstream(dir / "kernels.yaml") << "kernels:\n"
@@ -59,10 +63,13 @@ DoctorOutcome doctor_on(const std::string& mode) {
     DoctorOutcome outcome;
     outcome.captured =
         npuopt::testing::run_cli({"--knowledge-dir", knowledge.path().string(), "--json", "doctor", "--target", "fakechip"});
+    INFO("stdout: " << outcome.captured.out << "\nstderr: " << outcome.captured.err);
+    REQUIRE(outcome.captured.out.find('{') != std::string::npos);
     outcome.report = nlohmann::json::parse(outcome.captured.out);
     for (const auto& check : outcome.report["checks"]) {
         if (check["name"] == "end to end") outcome.end_to_end = check;
     }
+    CHECK_MESSAGE(outcome.end_to_end.is_object(), outcome.captured.out);
     return outcome;
 }
 
@@ -73,7 +80,7 @@ TEST_CASE("doctor compiles and runs the first kernel's baseline with its output 
     REQUIRE(outcome.end_to_end.is_object());
     CHECK(outcome.end_to_end["status"] == "OK");
     const std::string detail = outcome.end_to_end["detail"];
-    CHECK(detail.find("baseline.rs (add, shape default)") != std::string::npos);
+    CHECK(detail.find("baseline.rs (add, shape default) compiled and checked in ") != std::string::npos);
     CHECK(detail.find("1010 cycles, output check passed") != std::string::npos);  // fake: 1000 + 10 x seed 1
 }
 
@@ -98,8 +105,9 @@ TEST_CASE("doctor fails when the kernel compiles but does not run, or runs wrong
     CHECK(device.captured.exit_code == 1);
     REQUIRE(device.end_to_end.is_object());
     CHECK(device.end_to_end["status"] == "FAIL");
-    CHECK(device.end_to_end["detail"].get<std::string>().find("compiled but did not run: DMA fault at 0x40") !=
-          std::string::npos);
+    CHECK_MESSAGE(device.end_to_end["detail"].get<std::string>().find("compiled but did not run: device error: DMA fault at 0x40") !=
+                      std::string::npos,
+                  device.end_to_end.dump());
 
     auto wrong = doctor_on("verify_fail");
     CHECK(wrong.captured.exit_code == 1);
