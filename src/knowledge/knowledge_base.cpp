@@ -1,6 +1,7 @@
 #include "knowledge/knowledge_base.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -247,11 +248,29 @@ std::string KnowledgeBase::export_markdown() {
             out += fmt::format("  - {} by {} on {}: {}\n", group.outcome, designs, group.version, group.message);
         }
     }
-    out += "\n## Measured facts\n\n";
+    out += "\n## Measured facts\n";
+    // A fact's text usually restates its key and value ("clusters = 2 count …", "dma_engine {…}
+    // ok: …"): then it is printed after the key instead of both. Grouped by kind; the toolchain
+    // named only where it is not the current one.
+    std::optional<std::string> kind_shown;
     for (const auto& fact : m_store->list_facts(m_target)) {
-        out += fmt::format("- **{} {}** = {} {} (toolchain {}){}\n", fact.kind, fact.key,
-                           fact.value ? fmt::format("{:g}", *fact.value) : std::string("—"), fact.text,
-                           fact.toolchain_version, stale_mark(fact.stale));
+        if (fact.kind != kind_shown) {
+            kind_shown = fact.kind;
+            out += fmt::format("\n### {}\n\n", fact.kind);
+        }
+        std::string key_as_text = fact.key;
+        if (auto colon = key_as_text.find(':'); colon != std::string::npos) key_as_text[colon] = ' ';
+        std::string rest;
+        if (fact.text.rfind(fact.key, 0) == 0) {
+            rest = fact.text.substr(fact.key.size());
+        } else if (fact.text.rfind(key_as_text, 0) == 0) {
+            rest = fact.text.substr(key_as_text.size());
+        } else {
+            rest = fmt::format(" = {} {}", fact.value ? fmt::format("{:g}", *fact.value) : std::string("—"), fact.text);
+        }
+        const std::string version_note =
+            fact.stale || fact.toolchain_version != version ? fmt::format(" (toolchain {})", fact.toolchain_version) : "";
+        out += fmt::format("- **{}**{}{}{}\n", fact.key, rest, version_note, stale_mark(fact.stale));
     }
     out += "\n## Documentation (checked summaries)\n\n";
     for (const auto& section : m_store->list_sections(m_target)) {
