@@ -8,7 +8,7 @@ NPUOPT_CMAKE_RUST_ARGS=()
 # Debian packages npuopt builds and runs with.
 NPUOPT_APT_PACKAGES=(
   build-essential cmake pkg-config
-  libsqlite3-dev sqlite3 nlohmann-json3-dev libcurl4-openssl-dev libyaml-cpp-dev libeigen3-dev
+  libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev libyaml-cpp-dev libeigen3-dev
   libspdlog-dev libfmt-dev doctest-dev libcli11-dev
   libmuparser-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
   libcpp-httplib-dev
