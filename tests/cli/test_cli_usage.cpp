@@ -134,6 +134,27 @@ TEST_CASE("the campaign is named positionally or with --campaign, on every comma
         CHECK(tree.exit_code == 2);
         CHECK(has(tree.err, "kernel 'nokernel' has no design tree in " + campaign.string()));
     }
+    // kb: a word that is a campaign directory names it (here without a toolchain: nothing is refreshed)
+    {
+        std::ifstream in(campaign / "campaign.yaml");
+        std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const auto at = yaml.find("  bin: \"\"");
+        REQUIRE(at != std::string::npos);
+        yaml.replace(at, std::string("  bin: \"\"").size(), "  bin: /nonexistent/npuopt-test/npuc");
+        std::ofstream(campaign / "campaign.yaml") << yaml;
+    }
+    auto kb_positional = run_cli({"kb", "show", campaign.string()});
+    auto kb_flag = run_cli({"kb", "show", "--campaign", campaign.string()});
+    CHECK(kb_positional.exit_code == 0);
+    CHECK(has(kb_positional.out, "# Knowledge base: npu-sim"));
+    CHECK(kb_flag.out == kb_positional.out);
+    auto kb_search = run_cli({"--json", "kb", "search", "DMA", campaign.string(), "packet"});
+    CHECK(kb_search.exit_code == 0);
+    CHECK(kb_search.out == run_cli({"--json", "kb", "search", "DMA", "packet", "--campaign", campaign.string()}).out);
+    auto kb_none = run_cli_in(scratch.path(), {"kb", "show"});
+    CHECK(kb_none.exit_code == 2);
+    CHECK(has(kb_none.err, "kb show: which campaign?"));
+
     // run, report, submit and doctor accept --campaign as well as DIR
     auto report = run_cli({"report", "--campaign", campaign.string(), "--out", (scratch.path() / "r").string()});
     CHECK(report.exit_code == 0);
