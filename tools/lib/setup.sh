@@ -54,6 +54,9 @@ npuopt_version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = 
 # rustc checked is the one beside it, which tools/npu-sim/build.sh uses.
 npuopt_check_rust() {
   local cargo="" rustc="" version=""
+  if [ -x "$HOME/.cargo/bin/cargo" ] && ! command -v cargo >/dev/null; then
+    export PATH="$HOME/.cargo/bin:$PATH"  # rustup's, not on PATH yet (the tests' cargo calls need it)
+  fi
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     cargo="$HOME/.cargo/bin/cargo"  # rustup's: CMake prefers it too
   else
