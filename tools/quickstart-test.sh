@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Quick test: install what is missing (Debian), build into build/ with warnings as errors,
-# and run every test through ctest. Extra arguments go to cmake's configure step
+# build the simulator a second time with Debian's own Rust (rustc 1.63; NPUOPT_SKIP_DEBIAN_RUST=1
+# skips it), and run every test through ctest. Extra arguments go to cmake's configure step
 # (e.g. -DNPUOPT_SANITIZE=ON).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/setup.sh"
 
 npuopt_setup -DNPUOPT_WERROR=ON "$@"
+npuopt_check_debian_rust
 npuopt_say "ctest"
 ctest --test-dir "$NPUOPT_BUILD_DIR" --output-on-failure -j "$(nproc)"

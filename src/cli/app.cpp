@@ -1,11 +1,16 @@
 #include "cli/app.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/suggest.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "core/log.hpp"
@@ -20,6 +25,42 @@ constexpr const char* k_exit_codes_help =
     "  2  usage or configuration error (bad arguments, invalid campaign.yaml/target.yaml, unknown target)\n"
     "  3  interrupted (SIGINT/SIGTERM)\n"
     "  4  eval: the kernel passed every check but the race did not show it faster than its opponent\n";
+
+/// The first word of the command line that is not a global option or its value: the subcommand
+/// as typed; nullopt when there is none (before a `--`).
+std::optional<std::string> first_command_word(int argc, char** argv) {
+    for (int arg_idx = 1; arg_idx < argc; ++arg_idx) {
+        const std::string arg = argv[arg_idx];
+        if (arg == "--") return std::nullopt;
+        if (arg.rfind('-', 0) == 0) {
+            if (arg == "--log-level" || arg == "--knowledge-dir") ++arg_idx;  // their value follows
+            continue;
+        }
+        return arg;
+    }
+    return std::nullopt;
+}
+
+/// Whether --json was given (before a `--`): errors are then a JSON object on stdout too.
+bool json_requested(int argc, char** argv) {
+    for (int arg_idx = 1; arg_idx < argc; ++arg_idx) {
+        const std::string_view arg = argv[arg_idx];
+        if (arg == "--") return false;
+        if (arg == "--json") return true;
+    }
+    return false;
+}
+
+/// An error that ends the command: `npuopt: error: …` on stderr and, with --json, the object
+/// {"kind", "message", "exit_code"} on stdout. Returns the exit code.
+int report_error(bool json, std::string_view kind, const std::string& message, int exit_code,
+                 const std::string& hint = "") {
+    std::cerr << fmt::format("npuopt: error: {}\n{}", message, hint);
+    if (json) {
+        std::cout << nlohmann::json{{"kind", kind}, {"message", message}, {"exit_code", exit_code}}.dump() << '\n';
+    }
+    return exit_code;
+}
 
 }  // namespace
 
@@ -58,7 +99,9 @@ int run_main(int argc, char** argv) {
 
     InitOptions init_options;
     auto* init = app.add_subcommand("init", "Create a campaign directory: a commented campaign.yaml and campaign.db");
-    init->add_option("dir", init_options.dir, "Campaign directory to create (must not exist or be empty)")->required();
+    std::string init_dir, init_campaign;
+    init->add_option("dir", init_dir, "Campaign directory to create (must not exist or be empty)");
+    init->add_option("--campaign", init_campaign, "The same as DIR");
     init->add_option("--target", init_options.target, "Target name: a folder under knowledge/")->required();
     init->add_option("--seed", init_options.seed, "Seed of the campaign's random choices")->capture_default_str();
     init->add_option("--shape", init_options.shape,
@@ -67,16 +110,22 @@ int run_main(int argc, char** argv) {
 
     DoctorOptions doctor_options;
     std::string doctor_target;
-    std::string doctor_campaign;
+    std::string doctor_campaign, doctor_dir;
     auto* doctor = app.add_subcommand(
-        "doctor", "Check a target's configuration and toolchain, the sandbox, the database and disk space");
+        "doctor", "Check a target's configuration and toolchain (end to end: the first kernel's baseline compiled, "
+                  "run once and its output checked, in the sandbox), the sandbox, the database and disk space");
     auto* doctor_target_option = doctor->add_option("--target", doctor_target, "Target to check (a folder under knowledge/)");
-    doctor->add_option("--campaign", doctor_campaign, "Campaign directory to check (its campaign.yaml and campaign.db)")
+    doctor->add_option("dir", doctor_dir, "Campaign directory to check (its campaign.yaml and campaign.db)")
         ->excludes(doctor_target_option);
+    doctor->add_option("--campaign", doctor_campaign, "The same as DIR")->excludes(doctor_target_option);
 
+    // The campaign is named the same way everywhere: positionally or with --campaign (or, for a
+    // command on an existing campaign, the current directory when it is one).
+    std::string status_dir, status_campaign;
     StatusOptions status_options;
     auto* status = app.add_subcommand("status", "Show what a campaign's database holds");
-    status->add_option("dir", status_options.dir, "Campaign directory")->required();
+    status->add_option("dir", status_dir, "Campaign directory");
+    status->add_option("--campaign", status_campaign, "The same as DIR");
 
     std::string kb_out, tree_out, report_out, submit_out, demo_dir;
     KbOptions kb_options;
@@ -87,7 +136,8 @@ int run_main(int argc, char** argv) {
         ->required()
         ->check(CLI::IsMember({"build", "search", "show", "export", "refresh", "diff"}));
     kb->add_option("args", kb_words, "search: QUERY words; diff: OLD NEW toolchain versions");
-    kb->add_option("--campaign", kb_options.campaign_dir, "Campaign directory")->required();
+    std::string kb_campaign;
+    kb->add_option("--campaign", kb_campaign, "Campaign directory (or name it among the arguments: `kb show DIR`)");
     kb->add_option("--format", kb_options.format, "show/export/diff: md or json")
         ->check(CLI::IsMember({"md", "json"}))
         ->capture_default_str();
@@ -116,12 +166,14 @@ int run_main(int argc, char** argv) {
     bench->add_option("args", bench_options.extra_args, "Further arguments for the benchmark program (after --)");
 
     RunOptions run_options;
+    std::string run_dir, run_campaign;
     double run_budget_minutes = 0.0;
     std::int64_t run_device_runs = 0;
     std::int64_t run_max_steps = 0;
     auto* run = app.add_subcommand("run", "Run (or resume) a campaign's search until its budget is spent; live "
                                           "progress on stderr; SIGINT/SIGTERM stop after the current step (exit 3)");
-    run->add_option("dir", run_options.dir, "Campaign directory")->required();
+    run->add_option("dir", run_dir, "Campaign directory");
+    run->add_option("--campaign", run_campaign, "The same as DIR");
     auto* run_budget_option =
         run->add_option("--budget-minutes", run_budget_minutes, "Wall time for this run, in minutes (default: "
                                                                "what is left of budgets.wall_time)");
@@ -133,20 +185,26 @@ int run_main(int argc, char** argv) {
     TreeOptions tree_options;
     auto* tree = app.add_subcommand("tree", "A kernel's design tree: show KERNEL (text) or export (JSON, DOT, SVG)");
     tree->add_option("action", tree_options.action, "show | export")->required()->check(CLI::IsMember({"show", "export"}));
-    tree->add_option("kernel", tree_options.kernel, "Kernel name (show: required; export: default all)");
-    tree->add_option("--campaign", tree_options.campaign_dir, "Campaign directory")->required();
+    std::vector<std::string> tree_words;
+    std::string tree_campaign;
+    tree->add_option("args", tree_words, "KERNEL (show: required; export: default all) and the campaign DIR, in any order");
+    tree->add_option("--campaign", tree_campaign, "Campaign directory");
     tree->add_option("--out", tree_out, "export: output directory (default trees/)");
     tree->add_flag("--reasons", tree_options.reasons, "show: the reason under each design");
 
     ReportOptions report_options;
+    std::string report_dir, report_campaign;
     auto* report = app.add_subcommand("report", "Write the campaign's Markdown and HTML/SVG report");
-    report->add_option("dir", report_options.dir, "Campaign directory")->required();
+    report->add_option("dir", report_dir, "Campaign directory");
+    report->add_option("--campaign", report_campaign, "The same as DIR");
     report->add_option("--out", report_out, "Output directory (default DIR/report)");
 
     SubmitCliOptions submit_options;
+    std::string submit_dir, submit_campaign;
     auto* submit = app.add_subcommand("submit", "Package the champions as a submission: sources, manifest.json, "
                                                 "replay.log (every champion re-verified now), and a .tar.gz");
-    submit->add_option("dir", submit_options.dir, "Campaign directory")->required();
+    submit->add_option("dir", submit_dir, "Campaign directory");
+    submit->add_option("--campaign", submit_campaign, "The same as DIR");
     submit->add_option("--out", submit_out, "Submission directory (default DIR/submission; must be new or empty)");
     submit->add_option("--runs", submit_options.runs, "Seeded runs per champion and baseline")
         ->check(CLI::Range(1, 1000))
@@ -159,7 +217,9 @@ int run_main(int argc, char** argv) {
         "eval", "Put your own kernel file through the whole evaluation cascade (compile, correctness with "
                 "anti-gaming checks, screen) and an interleaved race against an opponent; prints each stage's "
                 "verdict and reason and the race's speedup with its interval");
+    std::string eval_dir;
     eval->add_option("file", eval_options.file, "The kernel source to evaluate")->required();
+    eval->add_option("dir", eval_dir, "Campaign directory (the same as --campaign)");
     eval->add_option("--kernel", eval_options.kernel, "Kernel name (from the target's kernels.yaml)")->required();
     eval->add_option("--campaign", eval_campaign,
                      "Campaign directory: its champion, rules and hardware model; the evaluation is recorded there "
@@ -192,7 +252,9 @@ int run_main(int argc, char** argv) {
     DemoOptions demo_options;
     auto* demo = app.add_subcommand("demo", "npuopt's main job on npu-sim in one command: init, kb build, a budgeted "
                                             "campaign and a submission; ends with the results table");
+    std::string demo_campaign;
     demo->add_option("dir", demo_dir, "Campaign directory to create (default: a new temporary directory)");
+    demo->add_option("--campaign", demo_campaign, "The same as DIR");
     demo->add_option("--minutes", demo_options.minutes, "Campaign budget in minutes")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
@@ -204,12 +266,24 @@ int run_main(int argc, char** argv) {
     doctor->footer(std::string("Exits 1 when a check fails, 2 when a configuration file is invalid.\n\n") +
                    k_exit_codes_help);
 
+    const bool json_errors = json_requested(argc, argv);
+    if (auto word = first_command_word(argc, argv)) {
+        std::vector<std::string> names;
+        for (const auto* subcommand : app.get_subcommands({})) names.push_back(subcommand->get_name());
+        if (std::find(names.begin(), names.end(), *word) == names.end()) {
+            auto nearest = closest_name(*word, names);
+            return report_error(json_errors, "invalid_input",
+                                nearest ? fmt::format("no such command '{}'; did you mean '{}'?", *word, *nearest)
+                                        : fmt::format("no such command '{}'", *word),
+                                k_exit_usage, "Run 'npuopt --help' for the list of commands.\n");
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& parse_error) {
         if (parse_error.get_exit_code() == 0) return app.exit(parse_error);  // --help, --version
-        std::cerr << fmt::format("npuopt: error: {}\nRun 'npuopt --help' for usage.\n", parse_error.what());
-        return k_exit_usage;
+        return report_error(json_errors, "invalid_input", parse_error.what(), k_exit_usage,
+                            "Run 'npuopt --help' for usage.\n");
     }
 
     try {
@@ -218,15 +292,33 @@ int run_main(int argc, char** argv) {
         if (!knowledge_dir.empty()) global.knowledge_dir = knowledge_dir;
         int exit_code = k_exit_failure;
         if (init->parsed()) {
+            if (init_dir.empty() && init_campaign.empty()) {
+                throw Error(ErrorKind::invalid_input, "init: name the campaign directory to create: `npuopt init DIR "
+                                                      "--target NAME` (or --campaign DIR)");
+            }
+            init_options.dir = *resolve_campaign_dir("init", init_dir, init_campaign, true);
             exit_code = run_init(global, init_options);
         } else if (doctor->parsed()) {
             if (!doctor_target.empty()) doctor_options.target = doctor_target;
-            if (!doctor_campaign.empty()) doctor_options.campaign_dir = doctor_campaign;
+            if (!doctor_dir.empty() || !doctor_campaign.empty()) {
+                doctor_options.campaign_dir = resolve_campaign_dir("doctor", doctor_dir, doctor_campaign, true);
+            }
             exit_code = run_doctor(global, doctor_options);
         } else if (status->parsed()) {
+            status_options.dir = *resolve_campaign_dir("status", status_dir, status_campaign, true);
             exit_code = run_status(global, status_options);
         } else if (kb->parsed()) {
             if (!kb_out.empty()) kb_options.out = kb_out;
+            std::string kb_dir;  // a word that is a campaign directory names the campaign
+            if (kb_campaign.empty()) {
+                auto found = std::find_if(kb_words.begin(), kb_words.end(),
+                                          [](const std::string& word) { return is_campaign_dir(word); });
+                if (found != kb_words.end()) {
+                    kb_dir = *found;
+                    kb_words.erase(found);
+                }
+            }
+            kb_options.campaign_dir = *resolve_campaign_dir("kb " + kb_options.action, kb_dir, kb_campaign, true);
             if (kb_options.action == "search") {
                 for (const auto& word : kb_words) kb_options.query += (kb_options.query.empty() ? "" : " ") + word;
             } else if (kb_options.action == "diff") {
@@ -237,7 +329,10 @@ int run_main(int argc, char** argv) {
                 kb_options.new_version = kb_words[1];
             } else if (!kb_words.empty()) {
                 throw Error(ErrorKind::invalid_input,
-                            fmt::format("kb {}: unexpected argument '{}'", kb_options.action, kb_words.front()));
+                            fmt::format("kb {}: unexpected argument '{}'{}", kb_options.action, kb_words.front(),
+                                        std::filesystem::is_directory(kb_words.front())
+                                            ? " (a directory without campaign.yaml: not a campaign)"
+                                            : ""));
             }
             exit_code = run_kb(global, kb_options);
         } else if (bench->parsed()) {
@@ -249,18 +344,37 @@ int run_main(int argc, char** argv) {
             if (run_budget_option->count()) run_options.budget_minutes = run_budget_minutes;
             if (run_device_option->count()) run_options.device_runs = run_device_runs;
             if (run_steps_option->count()) run_options.max_steps = run_max_steps;
+            run_options.dir = *resolve_campaign_dir("run", run_dir, run_campaign, true);
             exit_code = run_run(global, run_options);
         } else if (tree->parsed()) {
             if (!tree_out.empty()) tree_options.out = tree_out;
+            std::string tree_dir;
+            for (const auto& word : tree_words) {
+                if (tree_dir.empty() && tree_campaign.empty() && is_campaign_dir(word)) {
+                    tree_dir = word;
+                } else if (tree_options.kernel.empty()) {
+                    tree_options.kernel = word;
+                } else {
+                    throw Error(ErrorKind::invalid_input,
+                                fmt::format("tree {}: unexpected argument '{}' (one KERNEL and the campaign DIR)",
+                                            tree_options.action, word));
+                }
+            }
+            tree_options.campaign_dir =
+                *resolve_campaign_dir("tree " + tree_options.action, tree_dir, tree_campaign, true);
             exit_code = run_tree(global, tree_options);
         } else if (report->parsed()) {
             if (!report_out.empty()) report_options.out = report_out;
+            report_options.dir = *resolve_campaign_dir("report", report_dir, report_campaign, true);
             exit_code = run_report(global, report_options);
         } else if (submit->parsed()) {
             if (!submit_out.empty()) submit_options.out = submit_out;
+            submit_options.dir = *resolve_campaign_dir("submit", submit_dir, submit_campaign, true);
             exit_code = run_submit(global, submit_options);
         } else if (eval->parsed()) {
-            if (!eval_campaign.empty()) eval_options.campaign_dir = eval_campaign;
+            if (!eval_dir.empty() || !eval_campaign.empty()) {
+                eval_options.campaign_dir = resolve_campaign_dir("eval", eval_dir, eval_campaign, true);
+            }
             if (eval_seed_option->count()) eval_options.seed = eval_seed;
             exit_code = run_eval(global, eval_options);
         } else if (add->parsed()) {
@@ -270,17 +384,19 @@ int run_main(int argc, char** argv) {
             }
             exit_code = run_add(global, add_options);
         } else if (demo->parsed()) {
-            if (!demo_dir.empty()) demo_options.dir = demo_dir;
+            if (!demo_dir.empty() || !demo_campaign.empty()) {
+                demo_options.dir = resolve_campaign_dir("demo", demo_dir, demo_campaign, false);
+            }
             exit_code = run_demo(global, demo_options);
         }
         if (interrupted()) return k_exit_interrupted;
         return exit_code;
     } catch (const Error& error) {
-        std::cerr << fmt::format("npuopt: error: {}\n", error.what());
-        return exit_code_for(error.kind());
+        return report_error(global.json || json_errors, error_kind_name(error.kind()), error.what(),
+                            exit_code_for(error.kind()));
     } catch (const std::exception& error) {
-        std::cerr << fmt::format("npuopt: error: internal: {}\n", error.what());
-        return k_exit_failure;
+        return report_error(global.json || json_errors, "internal", fmt::format("internal: {}", error.what()),
+                            k_exit_failure);
     }
 }
 

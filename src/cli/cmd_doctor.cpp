@@ -1,5 +1,6 @@
 // `npuopt doctor [--target NAME | --campaign DIR]`: is everything in place to run a campaign?
 
+#include <chrono>
 #include <iostream>
 #include <random>
 
@@ -120,6 +121,114 @@ void check_disk(std::vector<Check>& checks, const fs::path& where) {
     checks.push_back(check);
 }
 
+
+/// Why a toolchain call on the smoke kernel failed, in a line: its error diagnostics (code and
+/// message), else its error line or status, else the tail of its stderr.
+std::string describe_failure(const target::CallInfo& call, const std::vector<target::Diagnostic>& diagnostics) {
+    std::vector<std::string> errors;
+    for (const auto& diagnostic : diagnostics) {
+        if (diagnostic.level != "error") continue;
+        std::string text = diagnostic.code.empty() ? diagnostic.message : diagnostic.code + " " + diagnostic.message;
+        for (const auto& note : diagnostic.notes) text += fmt::format(" ({})", note);
+        errors.push_back(std::move(text));
+        if (errors.size() == 3) break;
+    }
+    std::string why = fmt::format("{}", fmt::join(errors, "; "));
+    if (why.empty()) why = call.message;
+    if (why.empty()) why = std::string(target::call_status_name(call.status));
+    std::string stderr_text = call.process.stderr_text;
+    while (!stderr_text.empty() && (stderr_text.back() == '\n' || stderr_text.back() == ' ')) stderr_text.pop_back();
+    if (errors.empty() && !stderr_text.empty()) {
+        const std::size_t keep = 400;
+        why += fmt::format(" (stderr: {})",
+                           stderr_text.size() > keep ? "…" + stderr_text.substr(stderr_text.size() - keep) : stderr_text);
+    }
+    return why;
+}
+
+/// The toolchain end to end, as a campaign's first step uses it: the first kernel's baseline
+/// compiled, checked and run once with the correctness check, in the sandbox, with a compile
+/// cache of its own (removed after). Its default shape: the one its baseline is known to pass.
+void check_end_to_end(std::vector<Check>& checks, target::Toolchain& toolchain, const config::KernelsConfig& kernels,
+                      bool sandboxed) {
+    Check check("end to end");
+    const config::KernelSpec* kernel = nullptr;
+    for (const auto& candidate : kernels.kernels) {
+        if (fs::is_regular_file(candidate.baseline)) {
+            kernel = &candidate;
+            break;
+        }
+    }
+    if (kernel == nullptr) {
+        check.status = CheckStatus::fail;
+        check.detail = "no kernel of kernels.yaml has a baseline design to compile and run";
+        check.fix = "add the baselines to the target's templates folder (dsl_templates/<target>/)";
+        checks.push_back(check);
+        return;
+    }
+    const std::string file_name = kernel->baseline.filename().string();
+    const std::string by_hand = fmt::format(
+        "run the toolchain's check and run commands on {} by hand to see their whole output; a toolchain that "
+        "compiles with another program needs it installed and runnable inside the sandbox (npu-sim: the rustc "
+        "that npuc's lib/npuc.conf names, the one it was built with; rebuild it with `cmake --build build`)",
+        kernel->baseline.string());
+    std::random_device random;
+    const fs::path cache = fs::temp_directory_path() / fmt::format("npuopt-doctor-cache-{}", random());
+    const fs::path previous_cache = toolchain.cache_dir();
+    toolchain.set_cache_dir(cache);
+    try {
+        const auto started = std::chrono::steady_clock::now();
+        target::CheckResult built = toolchain.check(kernel->baseline);
+        const std::chrono::duration<double> compile_secs = std::chrono::steady_clock::now() - started;
+        if (built.call.status != target::CallStatus::ok || !built.ok) {
+            check.status = CheckStatus::fail;
+            check.detail = fmt::format("{} did not compile: {}", file_name, describe_failure(built.call, built.diagnostics));
+            check.fix = by_hand;
+        } else {
+            target::RunRequest request;
+            request.file = kernel->baseline;
+            request.kernel = kernel->name;
+            request.seed = 1;
+            request.repeat = 1;
+            request.check = true;
+            request.shape = kernel->shape;
+            target::RunResult ran = toolchain.run(request);
+            if (ran.verify && !ran.verify->passed) {
+                check.status = CheckStatus::fail;
+                check.detail = fmt::format("{} ran, but its output check failed ({} of {} elements wrong): the "
+                                           "toolchain computes wrong results",
+                                           file_name, ran.verify->mismatches, ran.verify->elements);
+                check.fix = "the baseline is correct by construction: the toolchain or its device is broken; "
+                            "rebuild or reinstall it";
+            } else if (ran.call.status != target::CallStatus::ok || ran.cycles.empty()) {
+                check.status = CheckStatus::fail;
+                check.detail = fmt::format("{} compiled but did not run: {}", file_name,
+                                           describe_failure(ran.call, ran.diagnostics));
+                check.fix = by_hand;
+            } else if (!ran.verify) {
+                check.status = CheckStatus::fail;
+                check.detail = fmt::format("{} ran, but the toolchain reported no output check", file_name);
+                check.fix = "the run command must check outputs when asked ({check} in target.yaml's run argv, "
+                            "docs/toolchain-protocol.md)";
+            } else {
+                check.detail = fmt::format("{} ({}, shape {}) compiled and checked in {:.1f} s, ran {} in {:.1f} s: "
+                                           "{:.0f} cycles, output check passed",
+                                           file_name, kernel->name, kernel->shape_name, compile_secs.count(),
+                                           sandboxed ? "in the sandbox" : "UNSANDBOXED", ran.call.process.wall_secs,
+                                           ran.cycles.front());
+            }
+        }
+    } catch (const Error& error) {
+        check.status = CheckStatus::fail;
+        check.detail = fmt::format("{}: {}", file_name, error.what());
+        check.fix = by_hand;
+    }
+    toolchain.set_cache_dir(previous_cache);
+    std::error_code ignored;
+    fs::remove_all(cache, ignored);
+    checks.push_back(check);
+}
+
 }  // namespace
 
 int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
@@ -176,6 +285,7 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
     }
 
     std::optional<config::TargetConfig> target;
+    std::optional<config::KernelsConfig> kernels_config;
     if (target_name && knowledge_dir) {
         Check check("target.yaml");
         try {
@@ -202,6 +312,7 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
                 if (!fs::is_regular_file(kernel.baseline)) missing_baselines.push_back(kernel.baseline.string());
             }
             check.detail = fmt::format("{} kernels: {}", names.size(), fmt::join(names, ", "));
+            kernels_config = std::move(kernels);
             if (!missing_baselines.empty()) {
                 check.status = CheckStatus::warn;
                 check.detail += fmt::format("; baseline designs missing: {}", fmt::join(missing_baselines, ", "));
@@ -258,6 +369,7 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
             "build or install the toolchain ('{}'): for npu-sim run `tools/quickstart-run.sh` (or `cmake --build build`, "
             "needs cargo); or set toolchain.bin in campaign.yaml to its path; or add its folder to PATH",
             target->toolchain.bin);
+        bool toolchain_works = false;
         try {
             target::Toolchain toolchain(*target, policy, limits);
             std::string why;
@@ -270,6 +382,7 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
                 target::VersionResult version = toolchain.version();
                 if (version.call.status == target::CallStatus::ok) {
                     check.detail = fmt::format("{} {} at {}", version.name, version.version, bin->string());
+                    toolchain_works = true;
                 } else {
                     check.status = CheckStatus::fail;
                     check.detail = fmt::format("{} found but `version` failed: {}", bin->string(), version.call.message);
@@ -279,12 +392,14 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
                     check.fix = "run the version command by hand to see why; rebuild or reinstall the toolchain";
                 }
             }
+            checks.push_back(check);
+            if (toolchain_works && kernels_config) check_end_to_end(checks, toolchain, *kernels_config, policy.enabled);
         } catch (const Error& error) {
             check.status = CheckStatus::fail;
             check.detail = error.what();
             check.fix = fix;
+            checks.push_back(check);
         }
-        checks.push_back(check);
     }
 
     check_database(checks, campaign_dir);

@@ -21,6 +21,13 @@ int run_submit(const GlobalOptions& global, const SubmitCliOptions& options) {
     auto workspace = campaign::open_workspace(options.dir, global.knowledge_dir);
     campaign::SubmitOptions submit_options;
     submit_options.out_dir = options.out.value_or(workspace.dir / "submission");
+    std::error_code error_code;
+    if (fs::exists(submit_options.out_dir, error_code) && !fs::is_empty(submit_options.out_dir, error_code)) {
+        throw Error(ErrorKind::invalid_input,
+                    fmt::format("submit: {} exists and is not empty (a submission from before?); nothing was "
+                                "changed: name a new directory with `--out DIR`, or move that one away",
+                                submit_options.out_dir.string()));
+    }
     submit_options.runs = options.runs;
     if (!global.json) submit_options.on_progress = [](const std::string& line) { std::cerr << line << '\n'; };
     auto submission = campaign::build_submission(workspace, submit_options);

@@ -1,5 +1,8 @@
 #include "knowledge/knowledge_base.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include <map>
@@ -212,18 +215,62 @@ std::string KnowledgeBase::export_markdown() {
     out += "## Legality rules\n\nLearnt from the toolchain's diagnostics and runtime failures; each with the "
            "designs that triggered it.\n\n";
     for (const auto& rule : m_store->list_rules(m_target)) {
-        out += fmt::format("- **{}** {}{}\n", rule.code, render_rule(rule), stale_mark(rule.stale));
+        // render_rule() starts with the code and marks a stale rule itself: said once here
+        std::string text = render_rule(rule);
+        if (text.rfind(rule.code + " ", 0) == 0) text.erase(0, rule.code.size() + 1);
+        out += fmt::format("- **{}** {}\n", rule.code, text);
+        // evidence with the same outcome, version and message: one line naming its designs
+        struct EvidenceGroup { std::string outcome, version, message; std::vector<std::string> designs; };
+        std::vector<EvidenceGroup> groups;
         for (const auto& item : m_store->list_rule_evidence(rule.id)) {
-            out += fmt::format("  - {} by design `{}` on {}: {}\n", item.outcome,
-                               item.design_hash.empty() ? std::string("?") : item.design_hash.substr(0, 12),
-                               item.toolchain_version, item.message);
+            const std::string design = item.design_hash.empty() ? std::string("?") : item.design_hash.substr(0, 12);
+            auto group = std::find_if(groups.begin(), groups.end(), [&](const EvidenceGroup& candidate) {
+                return candidate.outcome == item.outcome && candidate.version == item.toolchain_version &&
+                       candidate.message == item.message;
+            });
+            if (group == groups.end()) {
+                groups.push_back({item.outcome, item.toolchain_version, item.message, {design}});
+            } else {
+                group->designs.push_back(design);
+            }
+        }
+        constexpr std::size_t k_designs_named = 3;
+        for (const auto& group : groups) {
+            std::vector<std::string> named;
+            for (std::size_t design_idx = 0; design_idx < std::min(group.designs.size(), k_designs_named); ++design_idx) {
+                named.push_back(fmt::format("`{}`", group.designs[design_idx]));
+            }
+            const std::string designs =
+                group.designs.size() == 1 ? fmt::format("design {}", named.front())
+                : group.designs.size() <= k_designs_named
+                    ? fmt::format("{} designs ({})", group.designs.size(), fmt::join(named, ", "))
+                    : fmt::format("{} designs ({}, …)", group.designs.size(), fmt::join(named, ", "));
+            out += fmt::format("  - {} by {} on {}: {}\n", group.outcome, designs, group.version, group.message);
         }
     }
-    out += "\n## Measured facts\n\n";
+    out += "\n## Measured facts\n";
+    // A fact's text usually restates its key and value ("clusters = 2 count …", "dma_engine {…}
+    // ok: …"): then it is printed after the key instead of both. Grouped by kind; the toolchain
+    // named only where it is not the current one.
+    std::optional<std::string> kind_shown;
     for (const auto& fact : m_store->list_facts(m_target)) {
-        out += fmt::format("- **{} {}** = {} {} (toolchain {}){}\n", fact.kind, fact.key,
-                           fact.value ? fmt::format("{:g}", *fact.value) : std::string("—"), fact.text,
-                           fact.toolchain_version, stale_mark(fact.stale));
+        if (fact.kind != kind_shown) {
+            kind_shown = fact.kind;
+            out += fmt::format("\n### {}\n\n", fact.kind);
+        }
+        std::string key_as_text = fact.key;
+        if (auto colon = key_as_text.find(':'); colon != std::string::npos) key_as_text[colon] = ' ';
+        std::string rest;
+        if (fact.text.rfind(fact.key, 0) == 0) {
+            rest = fact.text.substr(fact.key.size());
+        } else if (fact.text.rfind(key_as_text, 0) == 0) {
+            rest = fact.text.substr(key_as_text.size());
+        } else {
+            rest = fmt::format(" = {} {}", fact.value ? fmt::format("{:g}", *fact.value) : std::string("—"), fact.text);
+        }
+        const std::string version_note =
+            fact.stale || fact.toolchain_version != version ? fmt::format(" (toolchain {})", fact.toolchain_version) : "";
+        out += fmt::format("- **{}**{}{}{}\n", fact.key, rest, version_note, stale_mark(fact.stale));
     }
     out += "\n## Documentation (checked summaries)\n\n";
     for (const auto& section : m_store->list_sections(m_target)) {

@@ -13,8 +13,12 @@ TGT=${2:-$OUT/cargo-target}
 CARGO=${CARGO:-cargo}
 command -v "$CARGO" >/dev/null 2>&1 || CARGO=$HOME/.cargo/bin/cargo
 [ -x "$CARGO" ] || command -v "$CARGO" >/dev/null 2>&1 || CARGO=/root/.cargo/bin/cargo
-RUSTC_BIN=$(dirname "$CARGO")/rustc
+RUSTC_BIN=${RUSTC:-$(dirname "$CARGO")/rustc}
 [ -x "$RUSTC_BIN" ] || RUSTC_BIN=rustc
+# cargo compiles with the rustc that kernels are compiled with later (npuc.conf): the rlib and
+# the kernels must come from one rustc, also when another one is first on PATH.
+RUSTC=$RUSTC_BIN
+export RUSTC
 REAL_RUSTC="$("$RUSTC_BIN" --print sysroot)/bin/rustc"
 for rel in 1.0 1.1; do
   feat=""

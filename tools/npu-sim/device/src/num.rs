@@ -116,17 +116,23 @@ pub struct Luts {
 }
 
 pub fn luts() -> &'static Luts {
-    use std::sync::OnceLock;
-    static L: OnceLock<Luts> = OnceLock::new();
-    L.get_or_init(|| {
-        let mut fp8 = [0f32; 256];
-        let mut fp4pair = [[0f32; 2]; 256];
-        for i in 0..256 {
-            fp8[i] = fp8_to_f32(i as u8);
-            fp4pair[i] = [fp4_to_f32(i as u8 & 0xF), fp4_to_f32((i as u8) >> 4)];
-        }
-        Luts { fp8, fp4pair }
-    })
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    // built once and never freed (std::sync::OnceLock is 1.70; this crate builds with 1.63)
+    static INIT: std::sync::Once = std::sync::Once::new();
+    static L: AtomicPtr<Luts> = AtomicPtr::new(std::ptr::null_mut());
+    INIT.call_once(|| L.store(Box::into_raw(Box::new(build_luts())), Ordering::Release));
+    // SAFETY: set once above (call_once returns after the store) and never freed or mutated.
+    unsafe { &*L.load(Ordering::Acquire) }
+}
+
+fn build_luts() -> Luts {
+    let mut fp8 = [0f32; 256];
+    let mut fp4pair = [[0f32; 2]; 256];
+    for i in 0..256 {
+        fp8[i] = fp8_to_f32(i as u8);
+        fp4pair[i] = [fp4_to_f32(i as u8 & 0xF), fp4_to_f32((i as u8) >> 4)];
+    }
+    Luts { fp8, fp4pair }
 }
 
 /// gelu with the tanh approximation (as used by GeGLU in Gemma).

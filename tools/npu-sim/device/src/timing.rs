@@ -153,7 +153,10 @@ impl Timing {
     /// commands are in flight.
     fn can_start(&self, e: usize) -> bool {
         let g = &self.engs[e];
-        let Some(&c) = g.queue.front() else { return false };
+        let c = match g.queue.front() {
+            Some(&c) => c,
+            None => return false,
+        };
         if self.cmds[c].issue > self.now + 1e-9 || g.inflight.len() > g.depth {
             return false;
         }

@@ -136,7 +136,7 @@ const F_GETFD: i32 = 1;
 
 /// Where the program goes: fd 3 when npuc opened it, else stdout (a binary run by hand).
 fn program_sink() -> Box<dyn std::io::Write> {
-    use std::os::fd::FromRawFd;
+    use std::os::unix::io::FromRawFd;
     // SAFETY: fcntl(F_GETFD) only asks whether the descriptor is open.
     if unsafe { fcntl(PROGRAM_FD, F_GETFD) } >= 0 {
         // SAFETY: fd 3 is open and handed to us for this purpose; nothing else owns it.

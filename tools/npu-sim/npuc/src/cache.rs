@@ -158,7 +158,7 @@ pub fn compile(inst: &Install, file: &str, cache: &Path, mode: Mode) -> Result<C
             Ok(sha) => {
                 if mode == Mode::Write {
                     // most recently used: keep it through the bound
-                    let _ = std::fs::File::options().append(true).open(&bin).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                    let _ = std::fs::File::options().append(true).open(&bin).and_then(|f| crate::sys::touch_modified(&f));
                 }
                 // only diagnostic lines, re-encoded: the file never speaks for npuc verbatim
                 let diags: Vec<String> = std::fs::read_to_string(sidecar(&bin, ".diag"))

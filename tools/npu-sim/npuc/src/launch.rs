@@ -17,6 +17,7 @@ extern "C" {
     fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
     fn dup2(old: i32, new: i32) -> i32;
     fn fcntl(fd: i32, cmd: i32, ...) -> i32;
+    fn setpgid(pid: i32, pgid: i32) -> i32;
 }
 
 /// The descriptor the kernel binary writes its program to (npu::host).
@@ -56,10 +57,13 @@ fn drop_privileges() {
 /// `program_fd`: the write end of the program pipe, to become fd 3 in the child.
 fn confine(cmd: &mut Command, program_fd: Option<i32>) {
     use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-    // SAFETY: the closure only makes syscalls (dup2, fcntl, see drop_privileges).
+    // SAFETY: the closure only makes syscalls (setpgid, dup2, fcntl, see drop_privileges).
     unsafe {
         cmd.pre_exec(move || {
+            // its own process group (as Command::process_group(0), std 1.64)
+            if setpgid(0, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             if let Some(fd) = program_fd {
                 if fd == PROGRAM_FD {
                     fcntl(PROGRAM_FD, F_SETFD, 0); // clear close-on-exec
@@ -181,10 +185,10 @@ pub fn run_host(bin: &Path, launch: &Launch) -> Result<Program, HostError> {
 fn run_host_inner(bin: &Path, launch: &Launch) -> Result<(Program, Option<std::process::ExitStatus>), String> {
     let cwd = std::env::var("TMPDIR").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/tmp".into());
     let mut cmd = Command::new(bin);
-    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the program pipe: {}", e))?;
+    let (reader, writer) = crate::sys::pipe().map_err(|e| format!("cannot create the program pipe: {}", e))?;
     cmd.arg("host").args(npu::host::launch_args(launch)).env_clear().current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     {
-        use std::os::fd::AsRawFd;
+        use std::os::unix::io::AsRawFd;
         confine(&mut cmd, Some(writer.as_raw_fd()));
     }
     let spawned = cmd.spawn();

@@ -11,6 +11,7 @@ mod bench_imp;
 mod cache;
 mod launch;
 mod sha256;
+mod sys;
 
 const USAGE: &str = "usage:
   npuc --version [--message-format json|human]
@@ -587,7 +588,7 @@ pub fn acquire_slot(inst: &Install, p: &Profile) -> Option<std::fs::File> {
             let path = dir.join(format!("slot{}.lock", i));
             let f = std::fs::File::open(&path).or_else(|_| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
             if let Ok(f) = f {
-                if f.try_lock().is_ok() {
+                if sys::try_lock(&f).is_ok() {
                     return Some(f);
                 }
             } else {

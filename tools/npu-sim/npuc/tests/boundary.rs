@@ -7,8 +7,9 @@ use std::process::Command;
 /// npuc as built; when the DSL library is not beside it (`cargo test -p npuc` builds it only
 /// under deps/), an install layout (bin/npuc, lib/libnpu.rlib) of its own in the temp dir.
 fn npuc() -> PathBuf {
-    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(install_layout).clone()
+    static NPUC: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+    let mut npuc = NPUC.lock().unwrap_or_else(|e| e.into_inner());
+    npuc.get_or_insert_with(install_layout).clone()
 }
 
 fn install_layout() -> PathBuf {
