@@ -239,11 +239,12 @@ int run_main(int argc, char** argv) {
                  k_exit_codes_help);
 
     AddOptions add_options;
+    std::string add_dir;
     std::string add_campaign_flag;
     auto* add = app.add_subcommand("add", "Put your own kernel into a campaign's design tree as a design and race it "
                                           "against the kernel's champion (it is a design like any other from then on)");
     add->add_option("file", add_options.file, "The kernel source")->required();
-    add->add_option("campaign", add_options.campaign_dir, "Campaign directory (or --campaign)");
+    add->add_option("campaign", add_dir, "Campaign directory (or --campaign)");
     add->add_option("--campaign", add_campaign_flag, "Campaign directory");
     add->add_option("--kernel", add_options.kernel, "Kernel name (from the campaign's kernels.yaml)")->required();
     add->add_flag("--queue-only", add_options.queue_only,
@@ -378,10 +379,7 @@ int run_main(int argc, char** argv) {
             if (eval_seed_option->count()) eval_options.seed = eval_seed;
             exit_code = run_eval(global, eval_options);
         } else if (add->parsed()) {
-            if (!add_campaign_flag.empty()) add_options.campaign_dir = add_campaign_flag;
-            if (add_options.campaign_dir.empty()) {
-                throw Error(ErrorKind::invalid_input, "add: a campaign is required (`npuopt add FILE --kernel K --campaign DIR`)");
-            }
+            add_options.campaign_dir = *resolve_campaign_dir("add", add_dir, add_campaign_flag, true);
             exit_code = run_add(global, add_options);
         } else if (demo->parsed()) {
             if (!demo_dir.empty() || !demo_campaign.empty()) {

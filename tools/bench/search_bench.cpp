@@ -85,7 +85,7 @@ public:
             if (family->check_constraints(assignment)) continue;
             auto design = family->instantiate(assignment);
             if (context.is_known && context.is_known(design.content_hash)) continue;
-            proposals.push_back({design, "random", "sample " + family->name(), "uniform random sample", std::nullopt});
+            proposals.push_back({design, "random", "sample " + family->name(), "uniform random sample", std::nullopt, std::nullopt});
         }
         return proposals;
     }
@@ -123,7 +123,7 @@ public:
             if (!family->check_constraints(start)) {
                 auto design = family->instantiate(start);
                 if (!context.is_known || !context.is_known(design.content_hash)) {
-                    proposals.push_back({design, "hill", "start " + family->name(), "default point", std::nullopt});
+                    proposals.push_back({design, "hill", "start " + family->name(), "default point", std::nullopt, std::nullopt});
                     return proposals;
                 }
             }
@@ -146,7 +146,7 @@ public:
             if (family->check_constraints(assignment)) continue;
             auto design = family->instantiate(assignment);
             if (context.is_known && context.is_known(design.content_hash)) continue;
-            proposals.push_back({design, "hill", "neighbour", "one parameter one step", std::nullopt});
+            proposals.push_back({design, "hill", "neighbour", "one parameter one step", std::nullopt, std::nullopt});
             break;
         }
         return proposals;
