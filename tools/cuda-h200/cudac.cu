@@ -236,7 +236,12 @@ std::vector<std::string> nvcc_flags() {
             "-Xptxas", "-v", "-lineinfo"};
 }
 
-std::string header_text() { return read_file(include_dir() + "/npuopt_cuda.h"); }
+std::string header_text() {
+    bool ok = false;
+    std::string text = read_file(include_dir() + "/npuopt_cuda.h", &ok);
+    if (!ok || text.empty()) fail("usage", "npuopt_cuda.h not found in " + include_dir() + " (set CUDAC_INCLUDE)", 2);
+    return text;
+}
 
 std::string toolchain_version() {
     return std::string(CUDAC_VERSION) + "+nvcc" + nvcc_version() + ".h" + sha256_hex(header_text()).substr(0, 8);
