@@ -31,7 +31,7 @@ rm -rf "$dir"
 mkdir -p "$dir/bin" "$dir/lib" "$dir/knowledge" "$dir/microbench" "$dir/dsl_templates" "$dir/src/tools"
 strip -o "$dir/bin/npuopt" "$bin" 2>/dev/null || cp "$bin" "$dir/bin/npuopt"
 # every library the binary loads, and the loader itself (glibc must match its loader)
-ldd "$bin" | awk '/=> \//{print $3} /^\s*\/.*ld-linux/{print $1}' | while read -r lib; do
+ldd "$bin" | awk '/=> \//{print $3} $1 ~ /ld-linux/{print $1}' | while read -r lib; do
   cp -L "$lib" "$dir/lib/"
 done
 loader=$(basename "$(ldd "$bin" | awk '/ld-linux/{print $1}' | tail -n1)")

@@ -3,6 +3,8 @@
 #   DIR/src/tools/cuda-h200/h200_session.sh DIR STEP... (results under $OUT, default /tmp/h200-out)
 # STEP: chains[:REPEAT[:BATCHES]]    bench_chains.py over baselines (eager, graph) and templates at defaults
 #       campaign:MINUTES[:SHAPE]     DIR/run.sh: kb build + npuopt run + report, packed as campaign-SHAPE.tgz
+#       kb[:SHAPE]                   init + kb build only (microbenchmarks, fitted model), packed
+#       resume:TGZ[:MINUTES]         unpack a packed campaign and run it on without a new kb build
 #       champions[:REPEAT]           bench_chains.py again with the last campaign's champions as designs
 set -uo pipefail
 bundle=$(cd "$1" && pwd); shift
@@ -27,6 +29,15 @@ for step in "$@"; do
       shape=${b:-gemma4-12b-b1}; last_campaign=/tmp/campaign-$shape
       log "campaign $shape ${a:-5} min"
       "$bundle/run.sh" "$last_campaign" --shape "$shape" --minutes "${a:-5}" --out "$out/campaign-$shape.tgz" ;;
+    kb)
+      shape=${a:-gemma4-12b-b1}; last_campaign=/tmp/campaign-$shape
+      log "kb build $shape"
+      "$bundle/run.sh" "$last_campaign" --shape "$shape" --kb-only --out "$out/campaign-$shape.tgz" ;;
+    resume)   # resume:TGZ:MINUTES — a campaign carried back (its hardware model kept), run on
+      mkdir -p /tmp/resumed && tar -C /tmp/resumed -xzf "$a"
+      last_campaign=$(ls -d /tmp/resumed/campaign-* | head -n1); shape=${last_campaign##*/campaign-}
+      log "resume $last_campaign ${b:-5} min"
+      "$bundle/run.sh" "$last_campaign" --shape "$shape" --no-kb --minutes "${b:-5}" --out "$out/campaign-$shape.tgz" ;;
     champions)
       [ -n "$last_campaign" ] || { echo "champions: no campaign ran"; continue; }
       batch=$(sed -n 's/^shape: "gemma4-12b-b\([0-9]*\)".*/\1/p' "$last_campaign/campaign.yaml"); batch=${batch:-1}

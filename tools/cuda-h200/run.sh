@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine, inside a bundle made by `tools/cuda-h200/bundle.sh pack DIR`:
-#   DIR/run.sh CAMPAIGN [--shape S] [--minutes M] [--out TGZ] [--kernels k1,k2] [--seed N]
+#   DIR/run.sh CAMPAIGN [--shape S] [--minutes M] [--out TGZ] [--kernels k1,k2] [--seed N] [--kb-only | --no-kb]
 # builds cudac with this machine's nvcc, runs a cuda-h200 campaign and packs it into TGZ.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 1 ] || { sed -n '2,4p' "$0" >&2; exit 2; }
 campaign=$1; shift
-shape=gemma4-12b-b1; minutes=10; out=$campaign.tgz; kernels=""; seed=1
+shape=gemma4-12b-b1; minutes=10; out=$campaign.tgz; kernels=""; seed=1; kb=1; run=1
 while [ $# -gt 0 ]; do
   case $1 in
     --shape) shape=$2; shift 2 ;;
@@ -14,6 +14,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --kernels) kernels=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --kb-only) run=0; shift ;;      # init + kb build + pack
+    --no-kb) kb=0; shift ;;         # the campaign already has its hardware model
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -27,10 +29,12 @@ sed -i -e 's/^  required: true/  required: false/' -e 's/^  memory_mb: [0-9]*/  
 if [ -n "$kernels" ]; then
   sed -i "s/^kernels: .*/kernels: [${kernels}]/" "$campaign/campaign.yaml"
 fi
-"$npuopt" kb build --campaign "$campaign"
+if [ "$kb" = 1 ]; then "$npuopt" kb build --campaign "$campaign" || echo "run.sh: kb build exited $?"; fi
+if [ "$run" = 1 ]; then
 "$npuopt" run "$campaign" --budget-minutes "$minutes" || echo "run.sh: npuopt run exited $?"
 "$npuopt" report "$campaign" || true
 "$npuopt" submit "$campaign" || echo "run.sh: npuopt submit exited $?"
+fi
 "$npuopt" --json status "$campaign" > "$campaign/status.json" || true
-tar -C "$(dirname "$campaign")" -czf "$out" "$(basename "$campaign")"
+tar -C "$(dirname "$campaign")" --exclude=toolchain-cache -czf "$out" "$(basename "$campaign")"
 echo "run.sh: campaign packed into $out"
