@@ -119,18 +119,24 @@ def main():
             for name, path, values, only_batch in designs[kernel]:
                 if only_batch is not None and only_batch != batch:
                     continue
-                modes = [("eager", []), ("graph", ["--graph"])] if name == "baseline" else [("alone", [])]
+                if name == "baseline":
+                    modes = [("eager", []), ("eager-idle", ["--launch-mode", "idle"]), ("graph", ["--graph"]),
+                             ("graph-idle", ["--graph", "--launch-mode", "idle"])]
+                else:
+                    modes = [("alone", []), ("alone-idle", ["--launch-mode", "idle"])]
+                verify = None
                 for mode, extra in modes:
                     row = {"kernel": kernel, "batch": batch, "design": name, "mode": mode, "params": values,
                            "shape": shape, "weight_bytes": weight_bytes}
-                    rc, lines, text = cudac("run", path, "--kernel", kernel, "--seed", "11", "--repeat", "2",
-                                            "--shape", shape, "--check", *extra)
-                    verify = next((l for l in lines if l.get("type") == "verify"), None)
+                    if verify is None:  # checked once per design (fresh inputs, poisoned outputs)
+                        rc, lines, text = cudac("run", path, "--kernel", kernel, "--seed", "11", "--repeat", "2",
+                                                "--shape", shape, "--check", *extra)
+                        verify = next((l for l in lines if l.get("type") == "verify"), None) or {}
                     row["verify"] = verify
-                    if rc != 0 or not verify or not verify.get("passed"):
+                    if not verify.get("passed"):
                         row["error"] = text[-1500:]
                         rows.append(row)
-                        print("%-17s b%d %-28s %-5s FAILED: %s" % (kernel, batch, name, mode,
+                        print("%-17s b%d %-28s %-10s FAILED: %s" % (kernel, batch, name, mode,
                               (verify or {}).get("max_rel_err", text[-300:])), flush=True)
                         continue
                     rc, lines, text = cudac("run", path, "--kernel", kernel, "--seed", "12", "--repeat",
@@ -146,7 +152,7 @@ def main():
                     row["bytes_per_ns"] = weight_bytes / row["median_ns"]
                     row["share_of_copy"] = row["bytes_per_ns"] / copy_bpns if copy_bpns else None
                     rows.append(row)
-                    print("%-17s b%d %-28s %-5s %9.1f us  (min %8.1f)  %6.0f GB/s  %5.1f%% of copy  err %.2e" % (
+                    print("%-17s b%d %-28s %-10s %9.1f us  (min %8.1f)  %6.0f GB/s  %5.1f%% of copy  err %.2e" % (
                         kernel, batch, name, mode, row["median_ns"] / 1e3, row["min_ns"] / 1e3, row["bytes_per_ns"],
                         100 * (row["share_of_copy"] or 0), verify["max_rel_err"]), flush=True)
     json.dump({"device": device, "copy_bytes_per_ns": copy_bpns, "copy_median_ns": copy_ns, "repeat": args.repeat,

@@ -8,12 +8,16 @@
 //   cudac check FILE                    the compile's diagnostics and resource report
 //   cudac schedule FILE ...             unsupported (exit 2): npuopt ranks designs with its cost model
 //   cudac run FILE --kernel K --seed S --repeat N --shape k=v,... [--check] [--graph] [--no-flush]
+//             [--launch-mode queued|idle]
 //   cudac device                        the GPU's name and properties; exit 77 when there is none
 //
 // Run: the design's shared object is loaded, every tensor allocated and generated on the device
 // from the seed (weights once, inputs fresh for every repeat), outputs poisoned (0xFF: bf16 NaN)
-// and L2 flushed (a write of 4x its size) before each timed launch; the stream is idle when the
-// start event is recorded, so each launch is timed alone, as a user's kernel would be. `cycles`
+// and L2 flushed (a write of 4x its size) before each timed launch. By default (--launch-mode
+// queued) the start event and the launch are enqueued behind the flush, so the events time the
+// device's work from the first kernel's start to the last one's end, without the host's submission
+// latency of the first launch (later launches of a chain are submitted while the flush runs);
+// --launch-mode idle waits for the flush first, so the host's launch latency is timed too. `cycles`
 // in run lines are NANOSECONDS (cudaEventElapsedTime). --check compares the last repeat's
 // outputs with a float32 CPU reference: ‖out − ref‖ / ‖ref‖ per tensor.
 #include <cublas_v2.h>
@@ -745,6 +749,7 @@ struct Options {
     uint64_t seed = 1;
     int repeat = 1;
     bool check = false, graph = false, flush = true;
+    bool idle = false;  // --launch-mode idle: the stream is idle when the start event is recorded
 };
 
 using LaunchFn = int (*)(const NpuoptCtx*);
@@ -854,7 +859,7 @@ int command_run(const Options& options) {
         generate(false, repeat);
         poison();
         if (flush) CUDA_OK(cudaMemsetAsync(flush, repeat & 0xff, flush_bytes, stream));
-        CUDA_OK(cudaStreamSynchronize(stream));
+        if (options.idle) CUDA_OK(cudaStreamSynchronize(stream));
         const auto wall_start = std::chrono::steady_clock::now();
         CUDA_OK(cudaEventRecord(start, stream));
         if (graph_exec) CUDA_OK(cudaGraphLaunch(graph_exec, stream));
@@ -993,7 +998,7 @@ int command_compile_or_check(const Options& options, bool compile) {
 
 [[noreturn]] void usage(const std::string& why) {
     fail("usage", why + " (usage: cudac --version | paths | device | compile FILE --cache-dir D | check FILE | "
-                        "schedule FILE | run FILE --kernel K --seed S [--repeat N] [--shape k=v,...] [--check] [--graph] [--no-flush])",
+                        "schedule FILE | run FILE --kernel K --seed S [--repeat N] [--shape k=v,...] [--check] [--graph] [--no-flush] [--launch-mode queued|idle])",
          2);
 }
 
@@ -1018,6 +1023,11 @@ int main(int argc, char** argv) {
         else if (arg == "--check") options.check = true;
         else if (arg == "--graph") options.graph = true;
         else if (arg == "--no-flush") options.flush = false;
+        else if (arg == "--launch-mode") {
+            const std::string mode = value();
+            if (mode != "queued" && mode != "idle") usage("--launch-mode is queued or idle");
+            options.idle = mode == "idle";
+        }
         else if (arg.rfind("--", 0) == 0) usage("unknown option " + arg);
         else positional.push_back(arg);
     }
