@@ -3,7 +3,8 @@
 // into SPLITK chunks, every block owns one chunk and keeps attn's chunk in shared memory (bf16).
 // Each warp streams ROWS rows of wo at a time with 16-byte loads, UNROLL loads per row in flight
 // per lane (LOADHINT 0: __ldg, 1: L1::no_allocate, 2: + L2::256B prefetch); the warp's rows are a
-// contiguous range, so every SM gets the same number of rows within ROWS. Partial sums go to an
+// contiguous range, so every SM gets the same number of rows within ROWS. XSRC 1 reads attn
+// through L1 instead of staging it in shared memory (no prologue barrier before the first loads). Partial sums go to an
 // fp32 accumulator in the workspace (plain stores when SPLITK = 1, atomics otherwise); the last
 // block to arrive (an atomic counter) applies RMSNorm + post_norm + residual, re-zeroes the
 // accumulator and resets the counter, so the workspace is ready for the next launch.
@@ -15,6 +16,7 @@
 #define SPLITK ${SPLITK}
 #define BPS ${BPS}
 #define LOADHINT ${LOADHINT}
+#define XSRC ${XSRC}
 
 __device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
 #if LOADHINT == 0
@@ -48,8 +50,11 @@ __device__ __forceinline__ float dot8(uint4 w, const float (&x)[8], float acc) {
 }
 
 /// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
-template <int NB, int NR>
-__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int kvec, float (&acc)[NR][NB]) {
+/// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
+/// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
+template <int NB, int NR, bool XS_GLOBAL, bool NORM_W>
+__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int xstride,
+                                          const uint4* nwv, int kvec, float (&acc)[NR][NB]) {
     const int lane = threadIdx.x & 31;
     for (int base = lane; base < kvec; base += 32 * UNROLL) {
         uint4 w[NR][UNROLL];
@@ -63,10 +68,15 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int u = 0; u < UNROLL; ++u) {
             const int idx = base + u * 32;
             if (idx < kvec) {
+                float nwf[8];
+                if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
                     float xf[8];
-                    unpack8(xs[b * kvec + idx], xf);
+                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf);
+                    if (NORM_W)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) xf[e] *= nwf[e];
 #pragma unroll
                     for (int r = 0; r < NR; ++r) acc[r][b] = dot8(w[r][u], xf, acc[r][b]);
                 }
@@ -79,6 +89,25 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int b = 0; b < NB; ++b)
 #pragma unroll
             for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
+}
+
+/// rs[b] = 1 / sqrt(mean(x[b]^2) + eps) over K elements, by one warp (every lane gets it).
+template <int NB>
+__device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, float (&rs)[NB]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float s = 0;
+        for (int i = lane; i < K / 8; i += 32) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        rs[b] = rsqrtf(s / K + 1e-6f);
+    }
 }
 
 template <int NB>
@@ -111,11 +140,13 @@ __global__ void __launch_bounds__(WARPS * 32) ao_kernel(const __nv_bfloat16* __r
     const int chunk = blockIdx.x % SPLITK, bi = blockIdx.x / SPLITK;
     const int bc = (gridDim.x - chunk + SPLITK - 1) / SPLITK;
     const int kc = K / SPLITK, kbeg = chunk * kc, kvec = kc / 8;
-    for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
-        const int b = i / kvec, j = i - b * kvec;
-        xs[i] = __ldg(reinterpret_cast<const uint4*>(attn + size_t(b) * K + kbeg) + j);
+    if (XSRC == 0) {  // attn's chunk into shared memory; XSRC 1 reads it through L1 in the loop
+        for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
+            const int b = i / kvec, j = i - b * kvec;
+            xs[i] = __ldg(reinterpret_cast<const uint4*>(attn + size_t(b) * K + kbeg) + j);
+        }
+        __syncthreads();
     }
-    __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long wc = long(bc) * WARPS, gw = long(bi) * WARPS + warp, groups = N / ROWS;
     const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
@@ -125,7 +156,8 @@ __global__ void __launch_bounds__(WARPS * 32) ao_kernel(const __nv_bfloat16* __r
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) rows[r] = wo + size_t(r0 + r) * K + kbeg;
         float acc[ROWS][NB] = {};
-        gemv_rows<NB, ROWS>(rows, xs, kvec, acc);
+        gemv_rows<NB, ROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(attn + kbeg) : xs,
+                                              XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
@@ -171,8 +203,10 @@ template <int NB>
 static int launch_nb(const NpuoptCtx* c) {
     const int N = int(npuopt_shape(c, "hidden")), K = int(npuopt_shape(c, "q_heads") * npuopt_shape(c, "head_dim"));
     if (N % ROWS != 0 || K % (8 * SPLITK) != 0) return 2;
-    const size_t smem = size_t(NB) * (K / SPLITK) * 2;
+    const size_t smem = XSRC == 1 ? 0 : size_t(NB) * (K / SPLITK) * 2;
+#if XSRC == 0
     if (smem > c->smem_per_block_optin) return 3;
+#endif
     static bool configured = false;
     if (!configured) {
         cudaFuncSetAttribute(ao_kernel<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));

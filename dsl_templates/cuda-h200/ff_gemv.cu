@@ -6,7 +6,9 @@
 // ao_gemv) over a contiguous range of rows, and writes h = GeGLU(g, u) in bf16 (the epilogue fused).
 // Pass 2 (down): DBPS blocks per SM; K (= ffn) cut into DSPLITK chunks, each block keeps its chunk of
 // h in shared memory; DROWS rows per warp at a time; partial sums into an fp32 accumulator; the last
-// block applies RMSNorm + post_norm + residual and leaves the workspace zeroed.
+// block applies RMSNorm + post_norm + residual and leaves the workspace zeroed. XSRC 1 (both passes):
+// no shared-memory prologue; the operand (x * ffn_norm, h) is read through L1 in the loop, and pass
+// 1's warps scale their sums by 1/rms(x) afterwards.
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -17,6 +19,7 @@
 #define DSPLITK ${DSPLITK}
 #define DBPS ${DBPS}
 #define LOADHINT ${LOADHINT}
+#define XSRC ${XSRC}
 
 __device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
 #if LOADHINT == 0
@@ -50,8 +53,11 @@ __device__ __forceinline__ float dot8(uint4 w, const float (&x)[8], float acc) {
 }
 
 /// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
-template <int NB, int NR>
-__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int kvec, float (&acc)[NR][NB]) {
+/// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
+/// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
+template <int NB, int NR, bool XS_GLOBAL, bool NORM_W>
+__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int xstride,
+                                          const uint4* nwv, int kvec, float (&acc)[NR][NB]) {
     const int lane = threadIdx.x & 31;
     for (int base = lane; base < kvec; base += 32 * UNROLL) {
         uint4 w[NR][UNROLL];
@@ -65,10 +71,15 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int u = 0; u < UNROLL; ++u) {
             const int idx = base + u * 32;
             if (idx < kvec) {
+                float nwf[8];
+                if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
                     float xf[8];
-                    unpack8(xs[b * kvec + idx], xf);
+                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf);
+                    if (NORM_W)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) xf[e] *= nwf[e];
 #pragma unroll
                     for (int r = 0; r < NR; ++r) acc[r][b] = dot8(w[r][u], xf, acc[r][b]);
                 }
@@ -81,6 +92,25 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int b = 0; b < NB; ++b)
 #pragma unroll
             for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
+}
+
+/// rs[b] = 1 / sqrt(mean(x[b]^2) + eps) over K elements, by one warp (every lane gets it).
+template <int NB>
+__device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, float (&rs)[NB]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float s = 0;
+        for (int i = lane; i < K / 8; i += 32) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        rs[b] = rsqrtf(s / K + 1e-6f);
+    }
 }
 
 template <int NB>
@@ -114,6 +144,7 @@ __global__ void __launch_bounds__(WARPS * 32) ff_up(const __nv_bfloat16* __restr
                                                    __nv_bfloat16* __restrict__ h, int F, int H) {
     extern __shared__ uint4 xs[];
     const int kvec = H / 8;
+    if (XSRC == 0) {  // the norm as a prologue: x normalised into shared memory
     float ss[NB] = {};
     for (int i = threadIdx.x; i < kvec; i += blockDim.x) {
 #pragma unroll
@@ -142,6 +173,9 @@ __global__ void __launch_bounds__(WARPS * 32) ff_up(const __nv_bfloat16* __restr
         xs[i] = *reinterpret_cast<uint4*>(o);
     }
     __syncthreads();
+    }
+    float rs[NB];
+    bool have_rs = false;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long wc = long(gridDim.x) * WARPS, gw = long(blockIdx.x) * WARPS + warp, groups = F / ROWS;
     const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
@@ -154,7 +188,15 @@ __global__ void __launch_bounds__(WARPS * 32) ff_up(const __nv_bfloat16* __restr
             rows[ROWS + r] = w_up + size_t(r0 + r) * H;
         }
         float acc[2 * ROWS][NB] = {};
-        gemv_rows<NB, 2 * ROWS>(rows, xs, kvec, acc);
+        gemv_rows<NB, 2 * ROWS, XSRC == 1, XSRC == 1>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(x) : xs, kvec,
+                                                      reinterpret_cast<const uint4*>(ffn_norm), kvec, acc);
+        if (XSRC == 1) {  // the norm folded in: rows · (x * ffn_norm), scaled by 1/rms(x) afterwards
+            if (!have_rs) { warp_rms_scale<NB>(x, H, rs); have_rs = true; }
+#pragma unroll
+            for (int r = 0; r < 2 * ROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b) acc[r][b] *= rs[b];
+        }
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
@@ -173,11 +215,13 @@ __global__ void __launch_bounds__(WARPS * 32) ff_down(const __nv_bfloat16* __res
     const int chunk = blockIdx.x % DSPLITK, bi = blockIdx.x / DSPLITK;
     const int bc = (gridDim.x - chunk + DSPLITK - 1) / DSPLITK;
     const int kc = K / DSPLITK, kbeg = chunk * kc, kvec = kc / 8;
-    for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
-        const int b = i / kvec, j = i - b * kvec;
-        xs[i] = __ldcg(reinterpret_cast<const uint4*>(h + size_t(b) * K + kbeg) + j);
+    if (XSRC == 0) {
+        for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
+            const int b = i / kvec, j = i - b * kvec;
+            xs[i] = __ldcg(reinterpret_cast<const uint4*>(h + size_t(b) * K + kbeg) + j);
+        }
+        __syncthreads();
     }
-    __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long wc = long(bc) * WARPS, gw = long(bi) * WARPS + warp, groups = N / DROWS;
     const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
@@ -187,7 +231,8 @@ __global__ void __launch_bounds__(WARPS * 32) ff_down(const __nv_bfloat16* __res
 #pragma unroll
         for (int r = 0; r < DROWS; ++r) rows[r] = w_down + size_t(r0 + r) * K + kbeg;
         float acc[DROWS][NB] = {};
-        gemv_rows<NB, DROWS>(rows, xs, kvec, acc);
+        gemv_rows<NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
+                                               XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < DROWS; ++r)
@@ -235,8 +280,10 @@ template <int NB>
 static int launch_nb(const NpuoptCtx* c) {
     const int H = int(npuopt_shape(c, "hidden")), F = int(npuopt_shape(c, "ffn"));
     if (H % 8 != 0 || F % ROWS != 0 || H % DROWS != 0 || F % (8 * DSPLITK) != 0) return 2;
-    const size_t smem_up = size_t(NB) * H * 2, smem_down = size_t(NB) * (F / DSPLITK) * 2;
+    const size_t smem_up = XSRC == 1 ? 0 : size_t(NB) * H * 2, smem_down = XSRC == 1 ? 0 : size_t(NB) * (F / DSPLITK) * 2;
+#if XSRC == 0
     if (smem_up > c->smem_per_block_optin || smem_down > c->smem_per_block_optin) return 3;
+#endif
     static bool configured = false;
     if (!configured) {
         cudaFuncSetAttribute(ff_up<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_up));

@@ -6,7 +6,8 @@
 // normalises its chunk of x into shared memory (the norm fused as a prologue; the sum of squares
 // over all of x is computed by each block). Each warp streams ROWS rows at a time (16-byte loads,
 // UNROLL in flight per row per lane, LOADHINT as in ao_gemv) over a contiguous range; partial sums
-// go to an fp32 accumulator, and a per-head counter says which warp completed a head: that warp
+// go to an fp32 accumulator (XSRC 1: no prologue; x * attn_norm is read through L1 in the loop and
+// each warp scales its sums by 1/rms(x) afterwards), and a per-head counter says which warp completed a head: that warp
 // applies the head's norm + RoPE (or copies v), writes bf16, and resets the accumulator and counter.
 #include "npuopt_cuda.h"
 
@@ -16,6 +17,7 @@
 #define SPLITK ${SPLITK}
 #define BPS ${BPS}
 #define LOADHINT ${LOADHINT}
+#define XSRC ${XSRC}
 
 __device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
 #if LOADHINT == 0
@@ -49,8 +51,11 @@ __device__ __forceinline__ float dot8(uint4 w, const float (&x)[8], float acc) {
 }
 
 /// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
-template <int NB, int NR>
-__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int kvec, float (&acc)[NR][NB]) {
+/// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
+/// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
+template <int NB, int NR, bool XS_GLOBAL, bool NORM_W>
+__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int xstride,
+                                          const uint4* nwv, int kvec, float (&acc)[NR][NB]) {
     const int lane = threadIdx.x & 31;
     for (int base = lane; base < kvec; base += 32 * UNROLL) {
         uint4 w[NR][UNROLL];
@@ -64,10 +69,15 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int u = 0; u < UNROLL; ++u) {
             const int idx = base + u * 32;
             if (idx < kvec) {
+                float nwf[8];
+                if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
                     float xf[8];
-                    unpack8(xs[b * kvec + idx], xf);
+                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf);
+                    if (NORM_W)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) xf[e] *= nwf[e];
 #pragma unroll
                     for (int r = 0; r < NR; ++r) acc[r][b] = dot8(w[r][u], xf, acc[r][b]);
                 }
@@ -80,6 +90,25 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int b = 0; b < NB; ++b)
 #pragma unroll
             for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
+}
+
+/// rs[b] = 1 / sqrt(mean(x[b]^2) + eps) over K elements, by one warp (every lane gets it).
+template <int NB>
+__device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, float (&rs)[NB]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float s = 0;
+        for (int i = lane; i < K / 8; i += 32) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        rs[b] = rsqrtf(s / K + 1e-6f);
+    }
 }
 
 template <int NB>
@@ -118,6 +147,7 @@ __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const __nv_bfloat16* __
     const int chunk = blockIdx.x % SPLITK, bi = blockIdx.x / SPLITK;
     const int bc = (gridDim.x - chunk + SPLITK - 1) / SPLITK;
     const int kc = H / SPLITK, kbeg = chunk * kc, kvec = kc / 8;
+    if (XSRC == 0) {  // the norm as a prologue: x's chunk normalised into shared memory
     float ss[NB] = {};
     for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
 #pragma unroll
@@ -145,6 +175,9 @@ __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const __nv_bfloat16* __
         xs[i] = *reinterpret_cast<uint4*>(o);
     }
     __syncthreads();
+    }
+    float rs[NB];
+    bool have_rs = false;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long wc = long(bc) * WARPS, gw = long(bi) * WARPS + warp, groups = N / ROWS;
     const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
@@ -161,7 +194,16 @@ __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const __nv_bfloat16* __
             rows[r] = base + kbeg;
         }
         float acc[ROWS][NB] = {};
-        gemv_rows<NB, ROWS>(rows, xs, kvec, acc);
+        gemv_rows<NB, ROWS, XSRC == 1, XSRC == 1>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(x + kbeg) : xs,
+                                                  XSRC == 1 ? H / 8 : kvec,
+                                                  reinterpret_cast<const uint4*>(attn_norm + kbeg), kvec, acc);
+        if (XSRC == 1) {  // the norm folded in: rows · (x * attn_norm), scaled by each row's 1/rms afterwards
+            if (!have_rs) { warp_rms_scale<NB>(x, H, rs); have_rs = true; }
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b) acc[r][b] *= rs[b];
+        }
         const int head = r0 / D;
         int last = 0;
         if (lane == 0) {
@@ -232,8 +274,10 @@ static int launch_nb(const NpuoptCtx* c) {
     const int H = int(npuopt_shape(c, "hidden")), QH = int(npuopt_shape(c, "q_heads")), KH = int(npuopt_shape(c, "kv_heads")),
               D = int(npuopt_shape(c, "head_dim"));
     if (H % (8 * SPLITK) != 0 || D % ROWS != 0 || D % 2 != 0 || D > 512) return 2;
-    const size_t smem = size_t(NB) * (H / SPLITK) * 2;
+    const size_t smem = XSRC == 1 ? 0 : size_t(NB) * (H / SPLITK) * 2;
+#if XSRC == 0
     if (smem > c->smem_per_block_optin) return 3;
+#endif
     static bool configured = false;
     if (!configured) {
         cudaFuncSetAttribute(qkv_kernel<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
