@@ -44,14 +44,6 @@ __device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
     }
 }
 
-__device__ __forceinline__ float dot8(uint4 w, const float (&x)[8], float acc) {
-    float f[8];
-    unpack8(w, f);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc = fmaf(f[i], x[i], acc);
-    return acc;
-}
-
 /// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
 /// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
 /// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
@@ -71,17 +63,26 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR]
         for (int u = 0; u < UNROLL; ++u) {
             const int idx = base + u * 32;
             if (idx < kvec) {
+                // the operand's 8 elements for every batch row, converted once for all NR rows
+                float xf[NB][8];
                 float nwf[8];
                 if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
-                    float xf[8];
-                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf);
+                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf[b]);
                     if (NORM_W)
 #pragma unroll
-                        for (int e = 0; e < 8; ++e) xf[e] *= nwf[e];
+                        for (int e = 0; e < 8; ++e) xf[b][e] *= nwf[e];
+                }
+                // each weight vector converted once for all NB batch rows
 #pragma unroll
-                    for (int r = 0; r < NR; ++r) acc[r][b] = dot8(w[r][u], xf, acc[r][b]);
+                for (int r = 0; r < NR; ++r) {
+                    float wf[8];
+                    unpack8(w[r][u], wf);
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
                 }
             }
         }
