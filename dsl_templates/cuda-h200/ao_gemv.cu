@@ -99,6 +99,7 @@ __device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, fl
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
         float s = 0;
+#pragma unroll 8
         for (int i = lane; i < K / 8; i += 32) {
             float f[8];
             unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
@@ -176,6 +177,7 @@ __global__ void __launch_bounds__(WARPS * 32) ao_kernel(const __nv_bfloat16* __r
     if (!s_last) return;
     __threadfence();
     float ss[NB] = {};
+#pragma unroll 8
     for (int i = threadIdx.x; i < N; i += blockDim.x)
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
@@ -183,6 +185,7 @@ __global__ void __launch_bounds__(WARPS * 32) ao_kernel(const __nv_bfloat16* __r
             ss[b] = fmaf(y, y, ss[b]);
         }
     block_sums<NB>(ss);
+#pragma unroll 4
     for (int i = threadIdx.x; i < N; i += blockDim.x) {
         const float w = __bfloat162float(post_norm[i]);
 #pragma unroll

@@ -100,6 +100,7 @@ __device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, fl
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
         float s = 0;
+#pragma unroll 8
         for (int i = lane; i < K / 8; i += 32) {
             float f[8];
             unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
@@ -230,6 +231,7 @@ __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const __nv_bfloat16* __
         for (int b = 0; b < NB; ++b) {
             float* src = acc_buf + size_t(b) * N + size_t(head) * D;
             float part = 0;
+#pragma unroll 8
             for (int i = lane; i < D; i += 32) {
                 const float y = __ldcg(src + i);
                 sh[i] = y;
@@ -245,6 +247,7 @@ __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const __nv_bfloat16* __
             } else {
                 const float scale = rsqrtf(part / D + 1e-6f);
                 const float p = float(pos[b]);
+#pragma unroll 4
                 for (int i = lane; i < D / 2; i += 32) {
                     const float a = sh[i] * scale * __bfloat162float(nw[i]);
                     const float c2 = sh[i + D / 2] * scale * __bfloat162float(nw[i + D / 2]);
