@@ -33,6 +33,7 @@ if [ "$kb" = 1 ]; then "$npuopt" kb build --campaign "$campaign" || echo "run.sh
 if [ "$run" = 1 ]; then
 "$npuopt" run "$campaign" --budget-minutes "$minutes" || echo "run.sh: npuopt run exited $?"
 "$npuopt" report "$campaign" || true
+rm -rf "$campaign/submission" "$campaign/submission.tar.gz"   # a resumed campaign submits afresh
 "$npuopt" submit "$campaign" || echo "run.sh: npuopt submit exited $?"
 fi
 "$npuopt" --json status "$campaign" > "$campaign/status.json" || true
