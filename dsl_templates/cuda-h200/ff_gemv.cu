@@ -1,0 +1,320 @@
+// feedforward, design family "two_pass_gemv": out = x + RMSNorm(w_down · (gelu_tanh(w_gate · xn) * (w_up · xn))) * post_norm,
+// xn = RMSNorm(x) * ffn_norm, in TWO launches on one stream.
+// Pass 1 (up): a persistent grid of BPS blocks per SM, WARPS warps each; every block normalises x
+// into shared memory (bf16, the norm fused as a prologue), each warp streams ROWS gate rows and the
+// same ROWS up rows at a time (16-byte loads, UNROLL in flight per row per lane; LOADHINT as in
+// ao_gemv) over a contiguous range of rows, and writes h = GeGLU(g, u) in bf16 (the epilogue fused).
+// Pass 2 (down): DBPS blocks per SM; K (= ffn) cut into DSPLITK chunks, each block keeps its chunk of
+// h in shared memory; DROWS rows per warp at a time; partial sums into an fp32 accumulator; the last
+// block applies RMSNorm + post_norm + residual and leaves the workspace zeroed. XSRC 1 (both passes):
+// no shared-memory prologue; the operand (x * ffn_norm, h) is read through L1 in the loop, and pass
+// 1's warps scale their sums by 1/rms(x) afterwards.
+#include "npuopt_cuda.h"
+
+#define WARPS ${WARPS}
+#define ROWS ${ROWS}
+#define UNROLL ${UNROLL}
+#define BPS ${BPS}
+#define DROWS ${DROWS}
+#define DSPLITK ${DSPLITK}
+#define DBPS ${DBPS}
+#define LOADHINT ${LOADHINT}
+#define XSRC ${XSRC}
+
+__device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
+#if LOADHINT == 0
+    return __ldg(reinterpret_cast<const uint4*>(p));
+#elif LOADHINT == 1
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#else
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#endif
+}
+
+__device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+/// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
+/// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
+/// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
+template <int NB, int NR, bool XS_GLOBAL, bool NORM_W>
+__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int xstride,
+                                          const uint4* nwv, int kvec, float (&acc)[NR][NB]) {
+    const int lane = threadIdx.x & 31;
+    for (int base = lane; base < kvec; base += 32 * UNROLL) {
+        uint4 w[NR][UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int idx = base + u * 32;
+#pragma unroll
+            for (int r = 0; r < NR; ++r) w[r][u] = idx < kvec ? load_w(rows[r] + idx * 8) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int idx = base + u * 32;
+            if (idx < kvec) {
+                // the operand's 8 elements for every batch row, converted once for all NR rows
+                float xf[NB][8];
+                float nwf[8];
+                if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf[b]);
+                    if (NORM_W)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) xf[b][e] *= nwf[e];
+                }
+                // each weight vector converted once for all NB batch rows
+#pragma unroll
+                for (int r = 0; r < NR; ++r) {
+                    float wf[8];
+                    unpack8(w[r][u], wf);
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
+}
+
+/// rs[b] = 1 / sqrt(mean(x[b]^2) + eps) over K elements, by one warp (every lane gets it).
+template <int NB>
+__device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, float (&rs)[NB]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float s = 0;
+#pragma unroll 8
+        for (int i = lane; i < K / 8; i += 32) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        rs[b] = rsqrtf(s / K + 1e-6f);
+    }
+}
+
+template <int NB>
+__device__ void block_sums(float (&v)[NB]) {
+    __shared__ float partial[32][NB];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) v[b] += __shfl_xor_sync(0xffffffffu, v[b], offset);
+    __syncthreads();
+    if (lane == 0)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) partial[warp][b] = v[b];
+    __syncthreads();
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float s = 0;
+        for (int w = 0; w < warps; ++w) s += partial[w][b];
+        v[b] = s;
+    }
+}
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+template <int NB>
+__global__ void __launch_bounds__(WARPS * 32) ff_up(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ ffn_norm,
+                                                   const __nv_bfloat16* __restrict__ w_gate, const __nv_bfloat16* __restrict__ w_up,
+                                                   __nv_bfloat16* __restrict__ h, int F, int H) {
+    extern __shared__ uint4 xs[];
+    const int kvec = H / 8;
+    if (XSRC == 0) {  // the norm as a prologue: x normalised into shared memory
+    float ss[NB] = {};
+    for (int i = threadIdx.x; i < kvec; i += blockDim.x) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * H) + i), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss[b] = fmaf(f[e], f[e], ss[b]);
+        }
+    }
+    block_sums<NB>(ss);
+    __shared__ float s_scale[NB];
+    if (threadIdx.x == 0)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) s_scale[b] = rsqrtf(ss[b] / H + 1e-6f);
+    __syncthreads();
+    for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
+        const int b = i / kvec, j = i - b * kvec;
+        const float scale = s_scale[b];
+        float f[8], w[8];
+        unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * H) + j), f);
+        unpack8(__ldg(reinterpret_cast<const uint4*>(ffn_norm) + j), w);
+        __nv_bfloat162 o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[e] = __floats2bfloat162_rn(f[2 * e] * scale * w[2 * e], f[2 * e + 1] * scale * w[2 * e + 1]);
+        xs[i] = *reinterpret_cast<uint4*>(o);
+    }
+    __syncthreads();
+    }
+    float rs[NB];
+    bool have_rs = false;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long wc = long(gridDim.x) * WARPS, gw = long(blockIdx.x) * WARPS + warp, groups = F / ROWS;
+    const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
+    for (long g = g0; g < g1; ++g) {
+        const int r0 = int(g) * ROWS;
+        const __nv_bfloat16* rows[2 * ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            rows[r] = w_gate + size_t(r0 + r) * H;
+            rows[ROWS + r] = w_up + size_t(r0 + r) * H;
+        }
+        float acc[2 * ROWS][NB] = {};
+        gemv_rows<NB, 2 * ROWS, XSRC == 1, XSRC == 1>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(x) : xs, kvec,
+                                                      reinterpret_cast<const uint4*>(ffn_norm), kvec, acc);
+        if (XSRC == 1) {  // the norm folded in: rows · (x * ffn_norm), scaled by 1/rms(x) afterwards
+            if (!have_rs) { warp_rms_scale<NB>(x, H, rs); have_rs = true; }
+#pragma unroll
+            for (int r = 0; r < 2 * ROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b) acc[r][b] *= rs[b];
+        }
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b) h[size_t(b) * F + r0 + r] = __float2bfloat16(gelu_tanh(acc[r][b]) * acc[ROWS + r][b]);
+        }
+    }
+}
+
+template <int NB>
+__global__ void __launch_bounds__(WARPS * 32) ff_down(const __nv_bfloat16* __restrict__ h, const __nv_bfloat16* __restrict__ x,
+                                                     const __nv_bfloat16* __restrict__ w_down, const __nv_bfloat16* __restrict__ post_norm,
+                                                     __nv_bfloat16* __restrict__ out, float* acc_buf, unsigned* counter, int N, int K) {
+    extern __shared__ uint4 xs[];
+    __shared__ int s_last;
+    const int chunk = blockIdx.x % DSPLITK, bi = blockIdx.x / DSPLITK;
+    const int bc = (gridDim.x - chunk + DSPLITK - 1) / DSPLITK;
+    const int kc = K / DSPLITK, kbeg = chunk * kc, kvec = kc / 8;
+    if (XSRC == 0) {
+        for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
+            const int b = i / kvec, j = i - b * kvec;
+            xs[i] = __ldcg(reinterpret_cast<const uint4*>(h + size_t(b) * K + kbeg) + j);
+        }
+        __syncthreads();
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long wc = long(bc) * WARPS, gw = long(bi) * WARPS + warp, groups = N / DROWS;
+    const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
+    for (long g = g0; g < g1; ++g) {
+        const int r0 = int(g) * DROWS;
+        const __nv_bfloat16* rows[DROWS];
+#pragma unroll
+        for (int r = 0; r < DROWS; ++r) rows[r] = w_down + size_t(r0 + r) * K + kbeg;
+        float acc[DROWS][NB] = {};
+        gemv_rows<NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
+                                               XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < DROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    if (DSPLITK == 1) acc_buf[size_t(b) * N + r0 + r] = acc[r][b];
+                    else atomicAdd(acc_buf + size_t(b) * N + r0 + r, acc[r][b]);
+                }
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    float ss[NB] = {};
+#pragma unroll 8
+    for (int i = threadIdx.x; i < N; i += blockDim.x)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const float y = __ldcg(acc_buf + size_t(b) * N + i);
+            ss[b] = fmaf(y, y, ss[b]);
+        }
+    block_sums<NB>(ss);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        const float w = __bfloat162float(post_norm[i]);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const size_t at = size_t(b) * N + i;
+            const float y = __ldcg(acc_buf + at);
+            out[at] = __float2bfloat16(__bfloat162float(x[at]) + y * rsqrtf(ss[b] / N + 1e-6f) * w);
+            if (DSPLITK > 1) acc_buf[at] = 0.0f;
+        }
+    }
+    if (threadIdx.x == 0) *counter = 0;
+}
+
+static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+static size_t h_bytes(const NpuoptCtx* c) { return round256(size_t(npuopt_shape(c, "batch")) * npuopt_shape(c, "ffn") * 2); }
+static size_t acc_bytes(const NpuoptCtx* c) { return round256(size_t(npuopt_shape(c, "batch")) * npuopt_shape(c, "hidden") * 4); }
+
+NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) { return h_bytes(c) + acc_bytes(c) + 256; }
+
+template <int NB>
+static int launch_nb(const NpuoptCtx* c) {
+    const int H = int(npuopt_shape(c, "hidden")), F = int(npuopt_shape(c, "ffn"));
+    if (H % 8 != 0 || F % ROWS != 0 || H % DROWS != 0 || F % (8 * DSPLITK) != 0) return 2;
+    const size_t smem_up = XSRC == 1 ? 0 : size_t(NB) * H * 2, smem_down = XSRC == 1 ? 0 : size_t(NB) * (F / DSPLITK) * 2;
+#if XSRC == 0
+    if (smem_up > c->smem_per_block_optin || smem_down > c->smem_per_block_optin) return 3;
+#endif
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(ff_up<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_up));
+        cudaFuncSetAttribute(ff_down<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_down));
+        configured = true;
+    }
+    char* ws = static_cast<char*>(c->workspace);
+    auto* h = reinterpret_cast<__nv_bfloat16*>(ws);
+    const auto* x = npuopt_tensor<__nv_bfloat16>(c, "x");
+    ff_up<NB><<<c->sm_count * BPS, WARPS * 32, smem_up, c->stream>>>(x, npuopt_tensor<__nv_bfloat16>(c, "ffn_norm"),
+                                                                     npuopt_tensor<__nv_bfloat16>(c, "w_gate"),
+                                                                     npuopt_tensor<__nv_bfloat16>(c, "w_up"), h, F, H);
+    int grid = c->sm_count * DBPS;
+    grid = grid < DSPLITK ? DSPLITK : grid / DSPLITK * DSPLITK;
+    ff_down<NB><<<grid, WARPS * 32, smem_down, c->stream>>>(h, x, npuopt_tensor<__nv_bfloat16>(c, "w_down"),
+                                                            npuopt_tensor<__nv_bfloat16>(c, "post_norm"), npuopt_tensor<__nv_bfloat16>(c, "out"),
+                                                            reinterpret_cast<float*>(ws + h_bytes(c)),
+                                                            reinterpret_cast<unsigned*>(ws + h_bytes(c) + acc_bytes(c)), H, F);
+    return 0;
+}
+
+NPUOPT_EXPORT int npuopt_launch(const NpuoptCtx* c) {
+    switch (npuopt_shape(c, "batch")) {
+        case 1: return launch_nb<1>(c);
+        case 2: return launch_nb<2>(c);
+        case 4: return launch_nb<4>(c);
+        case 8: return launch_nb<8>(c);
+        default: return 1;
+    }
+}
