@@ -925,6 +925,7 @@ CampaignDriver::CampaignDriver(store::CampaignStore& store, Evaluator& evaluator
         const std::string name = setup.spec.name;
         search::CostModel cost_model = model ? search::CostModel(*model) : search::CostModel();
         m_impl->kernels.push_back(std::make_unique<KernelRuntime>(std::move(setup), role_factory(name), std::move(cost_model)));
+        m_impl->kernels.back()->search.set_token_price(m_impl->options.device_secs_per_1k_tokens);
     }
 }
 

@@ -70,6 +70,7 @@ struct CampaignOptions {
     std::int64_t llm_token_budget = 0;    ///< budgets.llm_tokens (recorded with the budgets)
     /// The LLM's shared token budget; the loop stops once it is spent (null: no LLM).
     std::shared_ptr<llm::TokenBudget> llm_budget;
+    double device_secs_per_1k_tokens = 0.0;  ///< the scheduler's price of tokens (llm.device_secs_per_1k_tokens)
     /// Only evaluate the designs users queued (`npuopt add`), then stop.
     bool only_queued = false;
     int revalidate_every_accepts = 5;     ///< re-race the champion against its predecessor (0: only after

@@ -289,6 +289,7 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
     if (auto runtime = make_llm_runtime(workspace, model, version, overrides.llm_deps)) {
         llm = std::make_shared<LlmRuntime>(std::move(*runtime));
         driver_options.llm_budget = llm->budget;
+        driver_options.device_secs_per_1k_tokens = workspace.campaign.llm.device_secs_per_1k_tokens;
     }
     driver_options.only_queued = overrides.only_queued;
     store::TreeStore steps(workspace.store->database());

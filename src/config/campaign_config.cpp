@@ -45,7 +45,8 @@ LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
                                  "request_timeout_secs", "stall_timeout_secs", "concurrency", "max_retries",
                                  "retry_cap_secs", "temperature", "n", "max_tokens", "response_format",
                                  "price_prompt_per_1k", "price_completion_per_1k", "context_tokens",
-                                 "repair_turns", "strategy", "roles", "replace_heuristic", "heuristic_roles"});
+                                 "repair_turns", "strategy", "roles", "replace_heuristic", "heuristic_roles",
+                                 "device_secs_per_1k_tokens"});
     LlmConfig config;
     config.enabled = llm.boolean_or("enabled", config.enabled);
     // `endpoint` is the name campaign.yaml files written before base_url used; both mean the same.
@@ -120,6 +121,7 @@ LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
     }
     config.replace_heuristic = llm.boolean_or("replace_heuristic", config.replace_heuristic);
     config.heuristic_roles = llm.string_list_or("heuristic_roles", config.heuristic_roles);
+    config.device_secs_per_1k_tokens = non_negative_number(llm, "device_secs_per_1k_tokens", config.device_secs_per_1k_tokens);
     for (const auto& role : config.heuristic_roles) {
         if (role != "analyst" && role != "architect" && role != "tuner") {
             llm.fail_at("heuristic_roles", fmt::format("'{}' is not a heuristic role (expected some of analyst, architect, tuner)", role));
@@ -363,6 +365,7 @@ llm:
   roles: [architect, tuner] # LLM-backed roles: architect writes whole kernels, tuner edits the champion
   replace_heuristic: false  # false: they join the heuristic roles and the scheduler decides; true: replace them
   heuristic_roles: [analyst, architect, tuner]  # the deterministic roles that take part beside them ([]: none)
+  device_secs_per_1k_tokens: 1.0  # the scheduler pays roles per device-second and per token at this price
 )",
         fmt::arg("target", target),
         fmt::arg("kernels", kernel_names.empty() ? std::string("(none found)") : fmt::format("{}", fmt::join(kernel_names, ", "))),

@@ -71,6 +71,9 @@ struct LlmConfig {
     std::string strategy = "multi_agent";
     std::vector<std::string> roles = {"architect", "tuner"};  ///< the LLM-backed roles
     bool replace_heuristic = false;      ///< true: they replace the heuristic ones of the same name; false: join them
+    /// What 1000 tokens cost in the role scheduler's currency (device-seconds): the price a user
+    /// puts on tokens against device time when roles are paid per device-second and per token.
+    double device_secs_per_1k_tokens = 1.0;
     /// The heuristic roles that take part when the LLM is enabled ([] : the LLM-backed roles alone).
     std::vector<std::string> heuristic_roles = {"analyst", "architect", "tuner"};
 };

@@ -114,7 +114,11 @@ void KernelSearch::notify(const StepFeedback& feedback) {
     count_family(design.family, feedback.measured());
     if (feedback.measured()) m_cost_model.observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
     if (feedback.scored) {
-        m_scheduler.record(feedback.proposal.role, reward(feedback), feedback.device_secs, feedback.became_champion);
+        const double token_secs = feedback.proposal.llm
+                                      ? m_token_price * static_cast<double>(feedback.proposal.llm->charged_tokens) / 1000.0
+                                      : 0.0;
+        m_scheduler.record(feedback.proposal.role, reward(feedback), feedback.device_secs + token_secs,
+                           feedback.became_champion);
     }
     for (auto& role : m_roles) role->notify(feedback);
 }

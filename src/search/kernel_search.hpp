@@ -62,6 +62,9 @@ public:
     const std::vector<std::unique_ptr<Role>>& roles() const { return m_roles; }
     /// Designs tried so far (this run and replayed).
     std::int64_t designs() const { return m_designs; }
+    /// The price of LLM tokens in the scheduler's currency, device-seconds per 1000 tokens
+    /// (llm.device_secs_per_1k_tokens): a role is paid per device-second and per token.
+    void set_token_price(double device_secs_per_1k_tokens) { m_token_price = device_secs_per_1k_tokens; }
     /// The bandit's reward for a step: the share of the remaining log-distance to the bound it closed.
     static double reward(const StepFeedback& feedback);
 
@@ -76,6 +79,7 @@ private:
     std::map<std::string, std::int64_t> m_family_designs;  ///< measured designs per family
     std::map<std::string, std::int64_t> m_family_failed;   ///< designs per family that ended without a measurement
     std::int64_t m_designs = 0;
+    double m_token_price = 0.0;
 };
 
 }  // namespace npuopt::search

@@ -433,6 +433,7 @@ private:
             provenance.prompt_hash = m_last_prompt_hash;
             provenance.reply_hash = m_last_reply_hash;
             provenance.tokens = reply.usage.total_tokens();
+            provenance.charged_tokens = proposals.empty() ? provenance.tokens : 0;
             provenance.choice = static_cast<std::int64_t>(idx);
             provenance.turn = turn;
             provenance.model = reply.model;

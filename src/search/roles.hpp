@@ -51,6 +51,7 @@ struct LlmProvenance {
     std::string prompt_hash;
     std::string reply_hash;
     std::int64_t tokens = 0;   ///< of the call (shared by its n choices)
+    std::int64_t charged_tokens = 0;  ///< what the scheduler charges this design: the call's tokens on its first design, 0 on the others
     std::int64_t choice = 0;   ///< which of the call's choices
     std::int64_t turn = 0;     ///< 0: first answer; k: the k-th repair
     std::string model;

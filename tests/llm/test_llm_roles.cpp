@@ -17,6 +17,7 @@
 #include "llm/client.hpp"
 #include "llm/prompt.hpp"
 #include "scripted_server.hpp"
+#include "search/kernel_search.hpp"
 #include "search/llm_roles.hpp"
 #include "search/source_edit.hpp"
 
@@ -133,9 +134,11 @@ TEST_CASE("llm architect: best-of-n choices become proposals, one call, the othe
     CHECK(first[0].llm->prompt_hash.size() == 64);
     CHECK(first[0].llm->reply_hash.size() == 64);
     CHECK(first[0].llm->tokens == 30);
+    CHECK(first[0].llm->charged_tokens == 30);  // the call's tokens are charged once, to its first design
     auto second = role->propose(context);
     REQUIRE(second.size() == 1);
     CHECK(second[0].design.source == "fn kernel() { other(); }\n");
+    CHECK(second[0].llm->charged_tokens == 0);
     CHECK(h.server.request_count() == 1);  // the second came from the queue, not a new call
     REQUIRE(h.calls.size() == 1);
     const auto choices = nlohmann::json::parse(h.calls[0].choices_json);
@@ -313,6 +316,32 @@ TEST_CASE("llm architect: a model whose whole kernels are rarely correct hands o
     CHECK(h.events[0].second.find("tuner") != std::string::npos);
     CHECK(role->propose(context).empty());
     CHECK(h.server.request_count() == 3);
+}
+
+namespace {
+class SilentRole final : public search::Role {
+public:
+    std::string name() const override { return "llm-architect"; }
+    std::vector<search::Proposal> propose(const search::SearchContext&) override { return {}; }
+};
+}  // namespace
+
+TEST_CASE("the scheduler pays an LLM role per device-second and per token") {
+    std::vector<std::unique_ptr<search::Role>> roles;
+    roles.push_back(std::make_unique<SilentRole>());
+    search::KernelSearch kernel_search("gemv", std::move(roles), search::CostModel());
+    kernel_search.set_token_price(1.5);
+    search::StepFeedback feedback;
+    feedback.kernel = "gemv";
+    feedback.proposal.role = "llm-architect";
+    feedback.proposal.design = search::design_from_source("lanechip", "gemv", "n=8", "fn a() {}\n", "llm-architect");
+    feedback.proposal.llm = search::LlmProvenance{};
+    feedback.proposal.llm->charged_tokens = 2000;
+    feedback.verdict = eval::StepVerdict::rejected;
+    feedback.device_secs = 3.0;
+    feedback.champion_cycles_before = 100.0;
+    kernel_search.notify(feedback);
+    CHECK(kernel_search.scheduler().stats().at("llm-architect").device_secs == doctest::Approx(3.0 + 1.5 * 2.0));
 }
 
 TEST_CASE("prompt templates: parts, sections that close on empty values, no HTML escaping, clear errors") {
