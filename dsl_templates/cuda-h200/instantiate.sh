@@ -1,52 +1,5 @@
 #!/usr/bin/env bash
-# Instantiate a design template: substitute every ${PARAM} of the template's
-# source with the given value, or with the param's default from the yaml.
-#
+# Instantiate a cuda-h200 template at its defaults, overridden by NAME=VALUE arguments:
 #   dsl_templates/cuda-h200/instantiate.sh TEMPLATE.template.yaml [-o OUT.cu] [NAME=VALUE ...]
-#
-# Prints the path of the instantiated source (a temp file unless -o is given).
-# Fails (exit 2) on an unknown param name, a missing default, or a ${NAME}
-# left in the output. Domains and constraints are NOT checked here (npuopt
-# does that); this is a tool for humans and tests.
-set -euo pipefail
-usage() { echo "usage: $0 TEMPLATE.template.yaml [-o OUT.cu] [NAME=VALUE ...]" >&2; exit 2; }
-[ $# -ge 1 ] || usage
-yaml=$1; shift
-[ -f "$yaml" ] || { echo "instantiate: no such template: $yaml" >&2; exit 2; }
-out=""
-if [ "${1:-}" = "-o" ]; then [ $# -ge 2 ] || usage; out=$2; shift 2; fi
-dir=$(dirname "$yaml")
-src=$(sed -n 's/^source:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$yaml" | head -n1)
-[ -n "$src" ] && [ -f "$dir/$src" ] || { echo "instantiate: $yaml: source '$src' not found" >&2; exit 2; }
-
-# params: lines "  NAME: {values: [...], default: V}" inside the params: block
-declare -A val
-names=()
-while IFS= read -r line; do
-  name=$(printf '%s\n' "$line" | sed -n 's/^[[:space:]]\{1,\}\([A-Z_][A-Z0-9_]*\):[[:space:]]*{.*/\1/p')
-  [ -n "$name" ] || continue
-  def=$(printf '%s\n' "$line" | sed -n 's/.*default:[[:space:]]*\([^,}[:space:]]*\).*/\1/p')
-  [ -n "$def" ] || { echo "instantiate: $yaml: param $name has no default" >&2; exit 2; }
-  names+=("$name"); val[$name]=$def
-done < <(sed -n '/^params:/,/^[a-z_]*:/p' "$yaml")
-
-for kv in "$@"; do
-  case $kv in *=*) ;; *) usage ;; esac
-  k=${kv%%=*}; v=${kv#*=}
-  [ -n "${val[$k]+x}" ] || { echo "instantiate: $yaml has no param '$k' (params: ${names[*]})" >&2; exit 2; }
-  val[$k]=$v
-done
-
-if [ -z "$out" ]; then
-  tag=$(basename "$yaml" .template.yaml)
-  out=$(mktemp "${TMPDIR:-/tmp}/${tag}.XXXXXX")
-  mv "$out" "$out.cu"; out="$out.cu"
-fi
-expr=()
-for n in "${names[@]}"; do expr+=(-e "s/\\\${$n}/${val[$n]}/g"); done
-sed "${expr[@]}" "$dir/$src" > "$out"
-if grep -q '\${[A-Z_][A-Z0-9_]*}' "$out"; then
-  echo "instantiate: unsubstituted placeholders in $out: $(grep -o '\${[A-Z_][A-Z0-9_]*}' "$out" | sort -u | tr '\n' ' ')" >&2
-  exit 2
-fi
-echo "$out"
+# The template format is every target's: the one script in dsl_templates/npu-sim/ does the work.
+exec "$(dirname "${BASH_SOURCE[0]}")/../npu-sim/instantiate.sh" "$@"

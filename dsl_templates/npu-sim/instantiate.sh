@@ -4,7 +4,8 @@
 #
 #   dsl_templates/npu-sim/instantiate.sh TEMPLATE.template.yaml [-o OUT.rs] [NAME=VALUE ...]
 #
-# Prints the path of the instantiated .rs (a temp file unless -o is given).
+# Prints the path of the instantiated source (a temp file, with the template source's extension,
+# unless -o is given). Used for every target's templates (dsl_templates/cuda-h200/instantiate.sh calls it).
 # Fails (exit 2) on an unknown param name, a missing default, or a ${NAME}
 # left in the output. Domains and constraints are NOT checked here (npuopt
 # does that); this is a tool for humans and tests.
@@ -40,7 +41,8 @@ done
 if [ -z "$out" ]; then
   tag=$(basename "$yaml" .template.yaml)
   out=$(mktemp "${TMPDIR:-/tmp}/${tag}.XXXXXX")
-  mv "$out" "$out.rs"; out="$out.rs"
+  ext=${src##*.}  # the template source's own extension (.rs, .cu, ...)
+  mv "$out" "$out.$ext"; out="$out.$ext"
 fi
 expr=()
 for n in "${names[@]}"; do expr+=(-e "s/\\\${$n}/${val[$n]}/g"); done
