@@ -199,6 +199,8 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
     config.screen_slack = std::numeric_limits<double>::infinity();
     config.screen_max_ratio = std::numeric_limits<double>::infinity();
     config.quick_reject_ratio = 0.0;
+    config.second_look_ratio = 0.0;
+    config.clear_win_ratio = 0.0;  // a user's kernel is always raced: the interval is the report
     eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr, config);
 
     std::vector<std::uint64_t> seeds;

@@ -235,7 +235,7 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
     }
     if (top.has("acceptance")) {
         Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race",
-                                                          "revalidate_every_accepts", "strict_after"});
+                                                          "revalidate_every_accepts", "strict_after", "clear_win_ratio"});
         config.acceptance.alpha = acceptance.number_or("alpha", config.acceptance.alpha);
         if (!(config.acceptance.alpha > 0 && config.acceptance.alpha < 0.5)) {
             acceptance.fail_at("alpha", "expected a probability between 0 and 0.5 (e.g. 0.05)");
@@ -254,6 +254,10 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
         if (config.acceptance.revalidate_every_accepts < 0) {
             acceptance.fail_at("revalidate_every_accepts",
                                "expected an integer >= 0 (0: re-validate only after a toolchain change)");
+        }
+        config.acceptance.clear_win_ratio = acceptance.number_or("clear_win_ratio", config.acceptance.clear_win_ratio);
+        if (!(config.acceptance.clear_win_ratio >= 0 && config.acceptance.clear_win_ratio < 1)) {
+            acceptance.fail_at("clear_win_ratio", "expected a ratio in [0, 1) (0.9: every launch 10 % faster; 0: always race)");
         }
         config.acceptance.strict_after = acceptance.number_or("strict_after", config.acceptance.strict_after);
         if (!(config.acceptance.strict_after >= 0 && config.acceptance.strict_after <= 1)) {
@@ -338,6 +342,7 @@ acceptance:
   max_runs_per_race: {max_runs}  # paired runs before a race gives up
   revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
+  clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median (0: always race)
 
 # Optional LLM (OpenAI-compatible chat-completions API: OpenAI, llama.cpp's server, vLLM, Ollama).
 # Without it every role uses its deterministic policy. Enabling it needs base_url, model and
@@ -379,7 +384,8 @@ llm:
         fmt::arg("alpha", defaults.acceptance.alpha), fmt::arg("min_effect", defaults.acceptance.min_effect),
         fmt::arg("max_runs", defaults.acceptance.max_runs_per_race),
         fmt::arg("revalidate", defaults.acceptance.revalidate_every_accepts),
-        fmt::arg("strict_after", defaults.acceptance.strict_after), fmt::arg("api_key_env", defaults.llm.api_key_env),
+        fmt::arg("strict_after", defaults.acceptance.strict_after), fmt::arg("clear_win", defaults.acceptance.clear_win_ratio),
+        fmt::arg("api_key_env", defaults.llm.api_key_env),
         fmt::arg("connect_timeout", defaults.llm.connect_timeout_secs),
         fmt::arg("request_timeout", defaults.llm.request_timeout_secs),
         fmt::arg("stall_timeout", defaults.llm.stall_timeout_secs), fmt::arg("concurrency", defaults.llm.concurrency),

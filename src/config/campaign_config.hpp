@@ -38,6 +38,8 @@ struct AcceptanceConfig {
     std::int64_t revalidate_every_accepts = 5;  ///< re-race the champion against its predecessor (0: only
                                                 ///< after a toolchain change)
     double strict_after = 0.75;          ///< share of the budget after which the strict preset applies (1: never)
+    double clear_win_ratio = 0.90;       ///< accept without a race when the slowest correctness launch is
+                                         ///< under this share of the champion's median (0: always race)
 };
 
 /// How a reply is asked to carry its payload.

@@ -65,6 +65,12 @@ struct CascadeConfig {
                                         ///< while exploring (strict(): 0.995, late refinements too)
     double quick_reject_ratio = 1.10;   ///< the first checked launch slower than ratio × the champion's
                                         ///< median rejects at once (one launch for a clear loser; 0 = off)
+    double second_look_ratio = 1.0;     ///< both of the first two checked launches slower than ratio × the
+                                        ///< champion's median reject (two launches for a near-tie loser; 0 = off)
+    double clear_win_ratio = 0.90;      ///< screen accepts without a race when the slowest of at least
+                                        ///< clear_win_min_launches correct launches is under ratio × the
+                                        ///< champion's median (a gain far beyond the noise; 0 = always race)
+    int clear_win_min_launches = 3;
     int transient_retries = 3;
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
     std::optional<std::uint64_t> priming_seed;  ///< correctness: a launch before the fresh seeds, so a kernel

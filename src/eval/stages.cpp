@@ -340,6 +340,21 @@ public:
                 result_quick.recorded_as = StageKind::screen;
                 return result_quick;
             }
+            if (position == 1 && champion && champion->cycles_median > 0.0 && config.second_look_ratio > 0.0 &&
+                cycles.size() >= 2 &&
+                std::min(cycles[0], cycles[1]) > config.second_look_ratio * champion->cycles_median) {
+                outcome.cycles_median = median(cycles);
+                outcome.champion_cycles_median = champion->cycles_median;
+                StageResult result_second = ended(
+                    Verdict::reject,
+                    fmt::format("both of the first two checked launches ({:.0f} and {:.0f} cycles) are over {:.2f}x the "
+                                "champion's {:.0f} (second-look limit): rejected after two launches{}",
+                                cycles[0], cycles[1], config.second_look_ratio, champion->cycles_median,
+                                transient_note(m_launches.transient_failures())),
+                    &m_launches);
+                result_second.recorded_as = StageKind::screen;
+                return result_second;
+            }
         }
         const auto verdict = check_correctness_runs(runs, AntiGamingConfig{config.magnitude_factor});
         if (runs.size() != seeds.size()) {
@@ -370,6 +385,19 @@ private:
 };
 
 // ---- screen: the correctness launches' cycles (+ screen_runs more); not faster is rejected ------
+
+/// Why the screen's launches already decide (a clear win: even the slowest launch is far under the
+/// champion's median, a gain no launch noise or drift explains), or nullopt: the race decides.
+std::optional<std::string> clear_win(const CascadeConfig& config, const std::vector<double>& cycles,
+                                     double champion_median) {
+    if (config.clear_win_ratio <= 0.0 || champion_median <= 0.0) return std::nullopt;
+    if (std::ssize(cycles) < std::max(config.clear_win_min_launches, 1)) return std::nullopt;
+    const double slowest = *std::max_element(cycles.begin(), cycles.end());
+    if (slowest >= config.clear_win_ratio * champion_median) return std::nullopt;
+    return fmt::format("clear win: the slowest of {} launches, {:.0f} cycles, is {:.3f}x the champion's median {:.0f} "
+                       "(limit {:.2f}x): accepted without a race",
+                       cycles.size(), slowest, slowest / champion_median, champion_median, config.clear_win_ratio);
+}
 
 class ScreenStage final : public Stage {
 public:
@@ -426,6 +454,11 @@ public:
         const double champion_median = context.champion->cycles_median;
         outcome.champion_cycles_median = champion_median;
         const double ratio = champion_median > 0.0 ? screen_median / champion_median : 0.0;
+        if (auto win = clear_win(config, cycles, champion_median)) {
+            outcome.accepted = true;
+            outcome.speedup = champion_median / screen_median;
+            return ended(Verdict::accept, *win + note, &m_launches);
+        }
         if (ratio > config.screen_max_ratio) {
             return ended(Verdict::reject,
                          fmt::format("median {:.0f} cycles over {} runs is {:.3f}x the champion's {:.0f} (limit "

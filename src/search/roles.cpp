@@ -137,6 +137,66 @@ public:
     }
 };
 
+/// A prediction better than `than` by more than the ranking's tie width (0.5 %).
+bool clearly_better(const std::optional<double>& candidate, const std::optional<double>& than) {
+    return candidate && (!than || *candidate < *than * 0.995);
+}
+
+/// The point of `tmpl` the cost model predicts best, by coordinate descent from `start`: each
+/// sweep moves every parameter to its best predicted value, and only a clearly better prediction
+/// moves it, so a parameter the model cannot see (an overlap or layout choice) keeps its start
+/// value — the template's documented default when the descent starts there.
+std::optional<ScoredAssignment> descend(const SearchContext& context, const Template& tmpl, ScoredAssignment start) {
+    constexpr int k_max_sweeps = 6;
+    for (int sweep = 0; sweep < k_max_sweeps; ++sweep) {
+        bool moved = false;
+        for (const auto& param : tmpl.params()) {
+            for (double value : param.values) {
+                if (start.assignment.at(param.name) == value) continue;
+                Assignment next = start.assignment;
+                next[param.name] = value;
+                auto scored = score_assignment(context, tmpl, next, start.move);
+                if (scored && clearly_better(scored->predicted, start.predicted)) {
+                    start = std::move(*scored);
+                    moved = true;
+                }
+            }
+        }
+        if (!moved) break;
+    }
+    return start;
+}
+
+/// Where the architect enters a family never measured: the model's best point for this chip,
+/// descended from the defaults (invisible parameters stay there) and from the best sample
+/// (another basin); the defaults' descent unless the sample's is clearly better.
+std::optional<ScoredAssignment> entry_point(const SearchContext& context, const Template& tmpl,
+                                            const std::optional<ScoredAssignment>& defaults,
+                                            const std::vector<ScoredAssignment>& ranked) {
+    std::optional<ScoredAssignment> best;
+    if (defaults && defaults->predicted) best = descend(context, tmpl, *defaults);
+    for (const auto& sample : ranked) {
+        if (!sample.predicted) continue;
+        auto other = descend(context, tmpl, sample);
+        if (other && (!best || clearly_better(other->predicted, best->predicted))) best = std::move(other);
+        break;  // the best-ranked sample only
+    }
+    if (best) best->move = fmt::format("family {} (model's best point)", tmpl.family());
+    return best;
+}
+
+/// The cost model's prediction for the champion (nullopt: a baseline, a design from source, or
+/// nothing the model can predict).
+std::optional<double> predicted_champion(const SearchContext& context) {
+    if (!context.champion || context.champion->is_baseline || context.champion->from_source || !context.cost_model) {
+        return std::nullopt;
+    }
+    const Template* tmpl = find_template(context, context.champion->template_name);
+    if (!tmpl) return std::nullopt;
+    return context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params),
+                                       &context.champion->params);
+}
+
 class Architect final : public Role {
 public:
     explicit Architect(int samples_per_family) : m_samples_per_family(samples_per_family) {}
@@ -148,6 +208,7 @@ public:
             std::vector<ScoredAssignment> ranked;
             std::int64_t explored = 0;
             std::optional<ScoredAssignment> defaults;
+            std::optional<ScoredAssignment> entry;  ///< the model's best point (unmeasured families)
         };
         std::vector<FamilyBest> families;
         for (const auto& tmpl : context.templates) {
@@ -168,24 +229,35 @@ public:
             }
             rank(samples, random());
             auto explored = context.family_designs.find(tmpl->family());
-            families.push_back(
-                {std::move(samples), explored == context.family_designs.end() ? 0 : explored->second, std::move(defaults)});
+            const std::int64_t count = explored == context.family_designs.end() ? 0 : explored->second;
+            std::optional<ScoredAssignment> entry;
+            if (count == 0) entry = entry_point(context, *tmpl, defaults, samples);
+            families.push_back({std::move(samples), count, std::move(defaults), std::move(entry)});
         }
-        // Families never measured first, least explored first: each entered at its declared
-        // defaults (the template author's reading of the docs: overlap, placement and layout
-        // choices that no quantity shows, so that the model, which has not yet measured the
-        // family, ranks them at random), then at its best predicted samples (a compile failure
-        // costs no device run and every accept costs a race). Once
-        // every family has a measurement, its learnt
-        // correction says where it stands: then all samples compete on their corrected
-        // prediction, so that the families that measured well get the proposals instead of a
-        // round-robin that keeps paying for families already shown to be slow.
+        // Families never measured first, least explored first: each entered at the point the
+        // fitted model predicts best for this chip, with the parameters the model cannot see
+        // (overlap, placement and layout choices no quantity shows) at their declared defaults,
+        // the template author's reading of the docs; then at the defaults themselves, then at
+        // its best predicted samples (a compile failure costs no device run). Once every family
+        // has a measurement, its learnt correction says where it stands: then all samples
+        // compete on their corrected prediction, so that the families that measured well get
+        // the proposals instead of a round-robin that keeps paying for families already shown
+        // to be slow.
         std::stable_sort(families.begin(), families.end(),
                          [](const FamilyBest& lhs, const FamilyBest& rhs) { return lhs.explored < rhs.explored; });
         std::vector<ScoredAssignment> ordered;
         std::vector<ScoredAssignment> measured;
+        // In the families already measured, only points the corrected model predicts faster than
+        // it predicts the champion: the tuner and the analyst walk the champion's neighbourhood,
+        // and a sample the model itself ranks behind the champion is a device run spent on noise.
+        const std::optional<double> champion_predicted = predicted_champion(context);
         for (auto& family : families) {
-            if (family.explored > 0) measured.insert(measured.end(), family.ranked.begin(), family.ranked.end());
+            if (family.explored == 0) continue;
+            for (const auto& sample : family.ranked) {
+                if (!champion_predicted || (sample.predicted && *sample.predicted < *champion_predicted * 0.99)) {
+                    measured.push_back(sample);
+                }
+            }
         }
         // Among the unmeasured families, the one whose best point the model predicts fastest first.
         auto first_prediction = [](const FamilyBest& family) {
@@ -195,14 +267,20 @@ public:
             if ((lhs.explored == 0) != (rhs.explored == 0)) return lhs.explored == 0;
             return lhs.explored == 0 && first_prediction(lhs) < first_prediction(rhs);
         });
-        // the defaults of the unmeasured families, the one the model predicts fastest first
+        // the unmeasured families entered at the model's best point for this chip (the defaults
+        // where the model has no prediction), the one predicted fastest first
         std::vector<ScoredAssignment> defaults;
         for (const auto& family : families) {
-            if (family.explored == 0 && family.defaults) defaults.push_back(*family.defaults);
+            if (family.explored != 0) continue;
+            if (family.entry) defaults.push_back(*family.entry);
+            else if (family.defaults) defaults.push_back(*family.defaults);
         }
         std::stable_sort(defaults.begin(), defaults.end(), [](const ScoredAssignment& lhs, const ScoredAssignment& rhs) {
             return lhs.predicted.value_or(1e300) < rhs.predicted.value_or(1e300);
         });
+        for (const auto& family : families) {
+            if (family.explored == 0 && family.entry && family.defaults) defaults.push_back(*family.defaults);
+        }
         ordered.insert(ordered.end(), defaults.begin(), defaults.end());
         std::size_t depth = 0;
         for (const auto& family : families) {

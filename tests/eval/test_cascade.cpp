@@ -144,9 +144,17 @@ TEST_CASE("a clear loser is rejected after its first checked launch") {
     CHECK(outcome.stages.back().stage == StageKind::screen);
     CHECK(outcome.stages.back().verdict == Verdict::reject);
     CHECK(outcome.stages.back().reason.find("quick-reject") != std::string::npos);
-    // with the quick reject off, the same design pays the whole correctness stage before the screen
+    // with the quick reject off, the second look rejects it after two launches
     CascadeConfig off = quick_config();
     off.quick_reject_ratio = 0.0;
+    Campaign second;
+    Cascade second_look(second.toolchain, second.store, &second.rules, nullptr, off);
+    const Outcome slow_second =
+        second_look.evaluate(second.design("honest", 14000), Champion{second.design("honest", 10000), 10000}, second.kernel());
+    CHECK(slow_second.device_runs == 2);
+    CHECK(slow_second.stages.back().reason.find("second-look") != std::string::npos);
+    // and with both off, the same design pays the whole correctness stage before the screen
+    off.second_look_ratio = 0.0;
     Campaign other;
     Cascade full(other.toolchain, other.store, &other.rules, nullptr, off);
     const Outcome slow_full =
@@ -164,7 +172,19 @@ TEST_CASE("a candidate that does not look faster in the screen gets no race") {
     CHECK_FALSE(outcome.accepted);
     CHECK(outcome.stages.back().stage == StageKind::screen);
     CHECK(outcome.stages.back().verdict == Verdict::reject);
-    CHECK(outcome.device_runs == 4);
+    // 3 % slower: both first launches are over the champion's median, the second look rejects
+    CHECK(outcome.device_runs == 2);
+    CHECK(outcome.stages.back().reason.find("second-look") != std::string::npos);
+    // without the second look the screen sees all four correctness launches
+    CascadeConfig off = quick_config();
+    off.second_look_ratio = 0.0;
+    Campaign other;
+    Cascade full(other.toolchain, other.store, &other.rules, nullptr, off);
+    const Outcome screened =
+        full.evaluate(other.design("honest", 10300), Champion{other.design("honest", 10000), 10000}, other.kernel());
+    CHECK_FALSE(screened.accepted);
+    CHECK(screened.stages.back().stage == StageKind::screen);
+    CHECK(screened.device_runs == 4);
 }
 
 TEST_CASE("a timing below the speed-of-light bound is suspect and never accepted") {
@@ -233,9 +253,43 @@ TEST_CASE("the estimate stage skips designs predicted far slower except for the 
     CHECK(outcome.stages.back().verdict == Verdict::reject);
 }
 
-TEST_CASE("a faster candidate wins the race and every launch is recorded for both designs") {
+TEST_CASE("a clear win is accepted at the screen without a race and a modest gain is still raced") {
     Campaign campaign;
     Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Candidate twice = campaign.design("honest", 5000);
+    const Outcome outcome = cascade.evaluate(twice, champion, campaign.kernel());
+    INFO(outcome.final_reason);
+    CHECK(outcome.accepted);
+    CHECK(outcome.device_runs == 4);  // the correctness launches only
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == StageKind::screen);
+    CHECK(outcome.stages.back().verdict == Verdict::accept);
+    CHECK(outcome.stages.back().reason.find("clear win") != std::string::npos);
+    REQUIRE(outcome.speedup.has_value());
+    CHECK(*outcome.speedup == doctest::Approx(2.0).epsilon(0.05));
+    CHECK_FALSE(stage_row(campaign.evaluations(twice), "race"));
+    // 5 % faster is no clear win: the race decides
+    const Outcome modest = cascade.evaluate(campaign.design("honest", 9500), champion, campaign.kernel());
+    REQUIRE_FALSE(modest.stages.empty());
+    CHECK(modest.stages.back().stage == StageKind::race);
+    // and with clear_win_ratio 0 even a twice-as-fast design is raced
+    CascadeConfig off = quick_config();
+    off.clear_win_ratio = 0.0;
+    Campaign other;
+    Cascade raced(other.toolchain, other.store, &other.rules, nullptr, off);
+    const Outcome always = raced.evaluate(other.design("honest", 5000), Champion{other.design("honest", 10000), 10000},
+                                          other.kernel());
+    REQUIRE_FALSE(always.stages.empty());
+    CHECK(always.stages.back().stage == StageKind::race);
+    CHECK(always.accepted);
+}
+
+TEST_CASE("a faster candidate wins the race and every launch is recorded for both designs") {
+    Campaign campaign;
+    CascadeConfig race_always = quick_config();
+    race_always.clear_win_ratio = 0.0;  // 10 % faster may pass as a clear win: this test is about the race
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, race_always);
     const Champion champion{campaign.design("honest", 10000), 10000};
     const Candidate faster = campaign.design("honest", 9000);
     const Outcome outcome = cascade.evaluate(faster, champion, campaign.kernel());

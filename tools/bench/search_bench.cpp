@@ -22,7 +22,7 @@
 // many champions differ from their family's defaults. --json prints all of it as JSON.
 //
 //   npuopt_bench_search [--json] [--device-runs N] [--chips K | --chip-seeds A,B] [--shapes all|A,B]
-//                       [--only npuopt,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
+//                       [--kernels K,K] [--only npuopt,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
 //                       [--knowledge-dir DIR] [--profile FILE]
 
 #include <algorithm>
@@ -554,6 +554,7 @@ int main(int argc, char** argv) {
     std::vector<std::uint64_t> chip_seeds;
     std::int64_t chip_count = 8;
     std::string shapes_arg = "all";
+    std::vector<std::string> kernel_filter;  // empty: every kernel of kernels.yaml
     std::optional<fs::path> fixed_profile;
     for (int arg_idx = 1; arg_idx < argc; ++arg_idx) {
         std::string arg = argv[arg_idx];
@@ -575,6 +576,7 @@ int main(int argc, char** argv) {
                 for (const auto& seed : split_commas(value())) chip_seeds.push_back(std::stoull(seed));
                 if (chip_seeds.empty()) throw Error(ErrorKind::invalid_input, "--chip-seeds: no seed given");
             } else if (arg == "--shapes") shapes_arg = value();
+            else if (arg == "--kernels") kernel_filter = split_commas(value());
             else throw Error(ErrorKind::invalid_input, "unknown argument " + arg);
             if (device_runs <= 0) throw Error(ErrorKind::invalid_input, "--device-runs must be positive");
             if (chip_count <= 0) throw Error(ErrorKind::invalid_input, "--chips must be positive");
@@ -615,6 +617,13 @@ int main(int argc, char** argv) {
             std::cerr << "npuopt_bench_search: error: --shapes: no shape named\n";
             return 2;
         }
+        for (const auto& name : kernel_filter) {
+            if (std::none_of(kernels.kernels.begin(), kernels.kernels.end(),
+                             [&](const config::KernelSpec& spec) { return spec.name == name; })) {
+                std::cerr << fmt::format("npuopt_bench_search: error: --kernels: unknown kernel '{}'\n", name);
+                return 2;
+            }
+        }
         std::vector<Chip> chips;
         for (auto seed : chip_seeds) {
             const fs::path chip_dir = work / fmt::format("chip-{}", seed);
@@ -633,6 +642,10 @@ int main(int argc, char** argv) {
             const fs::path kb_dir = chip_knowledge(chip, chip_dir, target, knowledge_dir, quick_kb);
             for (const auto& shape : shapes) {
                 for (const auto& kernel : kernels.kernels) {
+                    if (!kernel_filter.empty() &&
+                        std::find(kernel_filter.begin(), kernel_filter.end(), kernel.name) == kernel_filter.end()) {
+                        continue;
+                    }
                     for (const auto& strategy : strategies) {
                         const fs::path result_file =
                             work / "results" / fmt::format("{}_{}_{}_{}.json", chip.name, shape, kernel.name, strategy);
