@@ -2,6 +2,10 @@
 // from the same device launches in one run:
 //
 //   ours     the judge's sequential signed-rank race (eval/judge.hpp), interleaved launches
+//   cascade  what the campaign's cascade decides from the same launches: a clear win (the slowest of
+//            the first 4 candidate launches under 0.90x the champion's median) accepts, a second
+//            look (both first 2 over 1.0x) rejects, the screen (median of 4 over 0.98x) rejects,
+//            else the race decides
 //   naive 1  accept when the candidate's first launch is faster than the champion's
 //   naive 5  accept when the mean of 5 launches each is faster
 //
@@ -40,6 +44,7 @@
 
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
+#include "eval/evaluation.hpp"
 #include "eval/judge.hpp"
 #include "eval/race.hpp"
 #include "eval/sequential.hpp"
@@ -192,6 +197,9 @@ struct RaceRecord {
     std::size_t transient_failures = 0;
     bool naive_one = false;
     bool naive_five = false;
+    bool clear_win = false;    ///< the cascade's screen would accept without a race
+    bool second_look = false;  ///< the cascade's second look would reject before the race
+    bool screen_pass = false;  ///< the cascade's screen (median of 4 under 0.98x) would let it race
     double log_ratio_estimate = 0.0;
 };
 
@@ -261,6 +269,21 @@ RaceRecord run_one(const Judge& judge, const LaunchSpec& champion, const LaunchS
             candidate_sum += *times.candidate[index];
         }
         record.naive_five = candidate_sum < champion_sum;
+        // The cascade's rules before the race (CascadeConfig defaults), on the same launches: the
+        // champion's median over its 5 launches stands for its recorded median; the candidate's
+        // first 4 launches for its correctness launches.
+        const CascadeConfig cascade_defaults;
+        std::vector<double> champion_times;
+        for (std::size_t index = 0; index < 5; ++index) champion_times.push_back(*times.champion[index]);
+        const double champion_median = median(champion_times);
+        double slowest = 0.0;
+        for (std::size_t index = 0; index < 4; ++index) slowest = std::max(slowest, *times.candidate[index]);
+        record.clear_win = slowest < cascade_defaults.clear_win_ratio * champion_median;
+        record.second_look = std::min(*times.candidate[0], *times.candidate[1]) >
+                             cascade_defaults.second_look_ratio * champion_median;
+        const std::vector<double> first_four{*times.candidate[0], *times.candidate[1], *times.candidate[2],
+                                             *times.candidate[3]};
+        record.screen_pass = median(first_four) <= cascade_defaults.screen_max_ratio * champion_median;
     }
     return record;
 }
@@ -380,6 +403,7 @@ int main(int argc, char** argv) {
         nlohmann::json rules = nlohmann::json::array();
         struct RuleView { std::string name; std::string key; };
         const std::vector<RuleView> views{{"ours: sequential signed-rank race (alpha 0.05, beta 0.10, min effect 1%, 4..30 pairs)", "ours"},
+                                          {"cascade: clear win 0.90x, second look 1.0x, screen 0.98x, then the race", "cascade"},
                                           {"naive: accept if one run is faster", "naive_one"},
                                           {"naive: accept if the mean of 5 runs each is faster", "naive_five"}};
         std::size_t transient_total = 0;
@@ -400,6 +424,13 @@ int main(int argc, char** argv) {
                         accept = record.decision == Decision::accept;
                         rejected += record.decision == Decision::reject ? 1 : 0;
                         launches = static_cast<double>(record.launches);
+                    } else if (view.key == "cascade") {
+                        const bool raced = !record.clear_win && !record.second_look && record.screen_pass;
+                        accept = record.clear_win || (raced && record.decision == Decision::accept);
+                        rejected += !accept && (!raced || record.decision == Decision::reject) ? 1 : 0;
+                        launches = record.clear_win || (!raced && !record.second_look) ? 4.0
+                                   : record.second_look                                 ? 2.0
+                                                                                        : 4.0 + static_cast<double>(record.launches);
                     } else if (view.key == "naive_one") {
                         accept = record.naive_one;
                         launches = 2.0;
@@ -412,7 +443,7 @@ int main(int argc, char** argv) {
                     runs.push_back(launches);
                 }
                 nlohmann::json figures = rate_json(accepted, scenario.records.size());
-                if (view.key == "ours") figures["rejected"] = rate_json(rejected, scenario.records.size());
+                if (view.key == "ours" || view.key == "cascade") figures["rejected"] = rate_json(rejected, scenario.records.size());
                 figures["runs_median"] = scenario_runs.empty() ? 0.0 : median(scenario_runs);
                 figures["runs_p95"] = scenario_runs.empty() ? 0.0 : quantile(scenario_runs, 0.95);
                 entry[scenario.name == "aa" ? "aa_false_accept" : "accept_" + scenario.name] = figures;
