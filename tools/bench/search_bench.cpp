@@ -452,12 +452,34 @@ std::optional<double> number_of(const nlohmann::json& value) {
     return value.is_number() ? std::optional<double>(value.get<double>()) : std::nullopt;
 }
 
-/// Per strategy: geomean of champion ÷ minimum, cells within 1.25×, champions off the defaults.
+/// "chip/shape/kernel" of a cell.
+std::string cell_key(const nlohmann::json& cell) {
+    return cell.value("chip", "") + "/" + cell.value("shape", "") + "/" + cell.value("kernel", "");
+}
+
+/// Per cell, the best champion ÷ minimum any strategy of this run reached (the best known
+/// design of the cell as far as this run knows).
+std::map<std::string, double> best_of_run(const std::vector<nlohmann::json>& cells) {
+    std::map<std::string, double> best;
+    for (const auto& cell : cells) {
+        auto ratio = number_of(cell.value("champion_over_min", nlohmann::json()));
+        if (!ratio) continue;
+        auto [at, inserted] = best.emplace(cell_key(cell), *ratio);
+        if (!inserted) at->second = std::min(at->second, *ratio);
+    }
+    return best;
+}
+
+/// Per strategy: geomean of champion ÷ minimum, cells within 1.25× (or within 1.05× of the best
+/// of the run where 1.25× was not reached), the worst cell, champions off the defaults.
 nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::vector<std::string>& strategies) {
     nlohmann::json summary = nlohmann::json::object();
+    const auto best = best_of_run(cells);
     for (const auto& strategy : strategies) {
         double log_sum = 0.0;
-        int with_champion = 0, within = 0, total = 0, differs = 0, defaults = 0;
+        int with_champion = 0, within = 0, total = 0, differs = 0, defaults = 0, goal = 0;
+        double worst = 0.0;
+        std::string worst_cell;
         for (const auto& cell : cells) {
             if (cell.value("strategy", "") != strategy) continue;
             ++total;
@@ -466,6 +488,12 @@ nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::ve
             ++with_champion;
             log_sum += std::log(*ratio);
             within += *ratio <= 1.25 ? 1 : 0;
+            auto best_ratio = best.find(cell_key(cell));
+            goal += *ratio <= 1.25 || (best_ratio != best.end() && *ratio <= 1.05 * best_ratio->second) ? 1 : 0;
+            if (*ratio > worst) {
+                worst = *ratio;
+                worst_cell = cell_key(cell);
+            }
             differs += cell.value("champion_vs_defaults", "") == "differs" ? 1 : 0;
             defaults += cell.value("champion_vs_defaults", "") == "defaults" ? 1 : 0;
         }
@@ -473,8 +501,34 @@ nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::ve
                              {"cells_with_champion", with_champion},
                              {"geomean_champion_over_min", with_champion ? std::exp(log_sum / with_champion) : 0.0},
                              {"cells_within_1_25", within},
+                             {"cells_within_1_25_or_1_05_of_best_of_run", goal},
+                             {"worst_champion_over_min", worst},
+                             {"worst_cell", worst_cell},
                              {"champions_differing_from_defaults", differs},
                              {"champions_at_defaults", defaults}};
+    }
+    // Each strategy against the first (npuopt) on the cells both finished: the geomean of the
+    // other's ratio ÷ the first's (1.10 = the first is 10 % ahead).
+    if (!strategies.empty()) {
+        std::map<std::string, double> first;
+        for (const auto& cell : cells) {
+            auto ratio = number_of(cell.value("champion_over_min", nlohmann::json()));
+            if (ratio && cell.value("strategy", "") == strategies.front()) first[cell_key(cell)] = *ratio;
+        }
+        for (const auto& strategy : strategies) {
+            if (strategy == strategies.front()) continue;
+            double log_sum = 0.0;
+            int common = 0;
+            for (const auto& cell : cells) {
+                auto ratio = number_of(cell.value("champion_over_min", nlohmann::json()));
+                auto other = first.find(cell_key(cell));
+                if (!ratio || cell.value("strategy", "") != strategy || other == first.end()) continue;
+                log_sum += std::log(*ratio / other->second);
+                ++common;
+            }
+            summary[strategy]["common_cells_with_" + strategies.front()] = common;
+            summary[strategy]["geomean_ratio_over_" + strategies.front()] = common ? std::exp(log_sum / common) : 0.0;
+        }
     }
     return summary;
 }
@@ -531,12 +585,22 @@ std::string render(const std::vector<nlohmann::json>& cells, const std::vector<s
     }
     for (const auto& strategy : strategies) {
         const auto& entry = summary[strategy];
-        text += fmt::format("{:<8} geomean champion÷min {:.3f} over {} of {} cells; within 1.25x: {}; champions off "
-                            "their family's defaults: {} (at defaults: {})\n",
+        text += fmt::format("{:<8} geomean champion÷min {:.3f} over {} of {} cells; within 1.25x: {} (or within 1.05x "
+                            "of the run's best: {}); worst {:.3f} ({}); champions off their family's defaults: {} (at "
+                            "defaults: {})\n",
                             strategy, entry["geomean_champion_over_min"].get<double>(),
                             entry["cells_with_champion"].get<int>(), entry["cells"].get<int>(),
-                            entry["cells_within_1_25"].get<int>(), entry["champions_differing_from_defaults"].get<int>(),
+                            entry["cells_within_1_25"].get<int>(),
+                            entry["cells_within_1_25_or_1_05_of_best_of_run"].get<int>(),
+                            entry["worst_champion_over_min"].get<double>(), entry["worst_cell"].get<std::string>(),
+                            entry["champions_differing_from_defaults"].get<int>(),
                             entry["champions_at_defaults"].get<int>());
+        const std::string ratio_key = "geomean_ratio_over_" + strategies.front();
+        if (entry.contains(ratio_key)) {
+            text += fmt::format("{:<8} ÷ {} on the {} cells both finished: {:.3f} (above 1: {} is ahead)\n", strategy,
+                                strategies.front(), entry["common_cells_with_" + strategies.front()].get<int>(),
+                                entry[ratio_key].get<double>(), strategies.front());
+        }
     }
     return text;
 }
