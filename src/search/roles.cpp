@@ -167,9 +167,28 @@ std::optional<ScoredAssignment> descend(const SearchContext& context, const Temp
     return start;
 }
 
+/// Every parameter whose declared default the model predicts no worse (within the tie width) goes
+/// back to its default: what the model cannot see is the template author's reading of the docs,
+/// not the value a random sample happened to draw.
+ScoredAssignment snap_to_defaults(const SearchContext& context, const Template& tmpl, ScoredAssignment point) {
+    const Assignment defaults = tmpl.default_assignment();
+    for (const auto& param : tmpl.params()) {
+        auto wanted = defaults.find(param.name);
+        if (wanted == defaults.end() || point.assignment.at(param.name) == wanted->second) continue;
+        Assignment next = point.assignment;
+        next[param.name] = wanted->second;
+        auto scored = score_assignment(context, tmpl, next, point.move);
+        if (scored && scored->predicted && point.predicted && *scored->predicted <= *point.predicted * 1.005) {
+            point = std::move(*scored);
+        }
+    }
+    return point;
+}
+
 /// Where the architect enters a family never measured: the model's best point for this chip,
 /// descended from the defaults (invisible parameters stay there) and from the best sample
-/// (another basin); the defaults' descent unless the sample's is clearly better.
+/// (another basin); the defaults' descent unless the sample's is clearly better; then every
+/// parameter the model is indifferent to goes back to its default.
 std::optional<ScoredAssignment> entry_point(const SearchContext& context, const Template& tmpl,
                                             const std::optional<ScoredAssignment>& defaults,
                                             const std::vector<ScoredAssignment>& ranked) {
@@ -181,7 +200,9 @@ std::optional<ScoredAssignment> entry_point(const SearchContext& context, const 
         if (other && (!best || clearly_better(other->predicted, best->predicted))) best = std::move(other);
         break;  // the best-ranked sample only
     }
-    if (best) best->move = fmt::format("family {} (model's best point)", tmpl.family());
+    if (!best) return best;
+    best = snap_to_defaults(context, tmpl, std::move(*best));
+    best->move = fmt::format("family {} (model's best point)", tmpl.family());
     return best;
 }
 

@@ -405,12 +405,12 @@ TEST_CASE("architect enters unmeasured families at the model's best point, then 
     CHECK(proposals.front().move.find("model's best point") != std::string::npos);
     REQUIRE(proposals.front().predicted_cycles.has_value());
     const double entry = *proposals.front().predicted_cycles;
-    CHECK(entry <= predicted(*stream, stream->default_assignment()) * 1.0001);
+    CHECK(entry <= predicted(*stream, stream->default_assignment()) * 1.005);
     const std::string stream_defaults = stream->instantiate(stream->default_assignment()).content_hash;
     bool defaults_proposed = proposals.front().design.content_hash == stream_defaults;
     for (const auto& proposal : proposals) {
         if (proposal.design.family != "stream" || !proposal.predicted_cycles) continue;
-        CHECK(entry <= *proposal.predicted_cycles * 1.005);
+        CHECK(entry <= *proposal.predicted_cycles * 1.01);  // the tie width, once per snapped parameter at most
         defaults_proposed = defaults_proposed || proposal.design.content_hash == stream_defaults;
     }
     CHECK(defaults_proposed);
