@@ -185,10 +185,8 @@ std::optional<ToolchainId> current_toolchain(Workspace& workspace) {
     const auto last_run = store::TreeStore(workspace.store->database()).state("toolchain_version");
     if (!last_run || last_run->empty()) return std::nullopt;
     const auto versions = workspace.store->list_toolchain_versions();
-    for (auto version = versions.rbegin(); version != versions.rend(); ++version) {
-        if (version->target == workspace.target.name && version->version == *last_run) {
-            return ToolchainId{version->name, version->version};
-        }
+    for (auto seen = versions.rbegin(); seen != versions.rend(); ++seen) {
+        if (seen->target == workspace.target.name && seen->version == *last_run) return ToolchainId{seen->name, seen->version};
     }
     return std::nullopt;
 }
