@@ -42,7 +42,17 @@ void check_design(const DesignLine& design, const RecordsHeader& header, const s
     }
 }
 
-ParsedRecords parse_all(std::istream& in, const std::string& file) {
+/// The header against the destination: records move only between campaigns of one target.
+void check_header(const RecordsHeader& header, const CampaignFacts& destination, const std::string& file,
+                  std::int64_t line_number) {
+    if (header.target != destination.target) {
+        fail(fmt::format("{}:{}: header: field 'target' is '{}', but campaign {} runs target '{}': records move only "
+                         "between campaigns of one target",
+                         file, line_number, header.target, destination.name, destination.target));
+    }
+}
+
+ParsedRecords parse_all(std::istream& in, const std::string& file, const CampaignFacts& destination) {
     ParsedRecords parsed;
     std::map<std::string, std::int64_t> design_lines;
     std::int64_t header_line = 0;
@@ -55,6 +65,7 @@ ParsedRecords parse_all(std::istream& in, const std::string& file) {
         RecordsLine line = parse_records_line(text, file, line_number);
         if (auto* header = std::get_if<RecordsHeader>(&line)) {
             if (header_line != 0) fail(fmt::format("{}:{}: header: a second header (the first is on line {})", file, line_number, header_line));
+            check_header(*header, destination, file, line_number);
             parsed.header = std::move(*header);
             header_line = line_number;
         } else if (header_line == 0) {
@@ -265,12 +276,7 @@ private:
 
 ImportReport import_records(store::CampaignStore& store, const CampaignFacts& destination, std::istream& in,
                             const std::string& file, const ImportOptions& options) {
-    const ParsedRecords parsed = parse_all(in, file);
-    if (parsed.header.target != destination.target) {
-        fail(fmt::format("{}: header: field 'target' is '{}', but campaign {} runs target '{}': records move only "
-                         "between campaigns of one target",
-                         file, parsed.header.target, destination.name, destination.target));
-    }
+    const ParsedRecords parsed = parse_all(in, file, destination);
     ImportReport report;
     report.file = file;
     report.source = parsed.header;
