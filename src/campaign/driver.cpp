@@ -16,6 +16,7 @@
 #include "campaign/kernel_runtime.hpp"
 #include "campaign/lock.hpp"
 #include "campaign/porting.hpp"
+#include "campaign/records_io.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/interrupt.hpp"
@@ -63,6 +64,15 @@ std::vector<std::int64_t> read_queue(store::TreeStore tree, const std::string& k
 
 }  // namespace
 
+bool queue_design(store::CampaignStore& store, const std::string& kernel, std::int64_t design_id) {
+    store::TreeStore tree(store.database());
+    std::vector<std::int64_t> queue = read_queue(tree, kernel);
+    if (std::find(queue.begin(), queue.end(), design_id) != queue.end()) return false;
+    queue.push_back(design_id);
+    tree.set_state(queue_key(kernel), nlohmann::json(queue).dump());
+    return true;
+}
+
 std::int64_t queue_user_design(store::CampaignStore& store, const std::string& target, const config::KernelSpec& kernel,
                                const std::string& source, const std::string& file_name) {
     const search::Design design =
@@ -77,10 +87,7 @@ std::int64_t queue_user_design(store::CampaignStore& store, const std::string& t
     record.template_name = design.template_name;
     record.source = design.source;
     const std::int64_t id = store.record_design(record);
-    store::TreeStore tree(store.database());
-    std::vector<std::int64_t> queue = read_queue(tree, kernel.name);
-    if (std::find(queue.begin(), queue.end(), id) == queue.end()) queue.push_back(id);
-    tree.set_state(queue_key(kernel.name), nlohmann::json(queue).dump());
+    queue_design(store, kernel.name, id);
     store.record_event("design_added", nlohmann::json{{"kernel", kernel.name},
                                                       {"design_id", id},
                                                       {"hash", design.content_hash},
@@ -647,9 +654,10 @@ struct CampaignDriver::Impl {
         if (design) {
             search::Proposal proposal;
             proposal.design = *design;
-            proposal.role = "user";
-            proposal.move = "added by a user";
-            proposal.reason = "`npuopt add`: a person's kernel, raced against the champion";
+            const QueuedOrigin origin = queued_origin(records.store(), id);  // `npuopt add` or `npuopt import`
+            proposal.role = origin.role;
+            proposal.move = origin.move;
+            proposal.reason = origin.reason;
             evaluate_step(kernel, proposal);
         }
         queue = read_queue(records.trees(), kernel.name());

@@ -100,6 +100,10 @@ struct KernelSetup {
 std::int64_t queue_user_design(store::CampaignStore& store, const std::string& target, const config::KernelSpec& kernel,
                                const std::string& source, const std::string& file_name);
 
+/// Queue the recorded design `design_id` of `kernel` to be evaluated and raced first by the next
+/// run (what `npuopt add` and `npuopt import` do); false when it is queued already.
+bool queue_design(store::CampaignStore& store, const std::string& kernel, std::int64_t design_id);
+
 /// Templates of every kernel, broken ones reported per kernel (never thrown).
 std::vector<KernelSetup> prepare_kernels(const config::KernelsConfig& kernels,
                                          const std::vector<std::string>& selected,

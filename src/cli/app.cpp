@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/records_cli.hpp"
 #include "cli/suggest.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -261,6 +262,8 @@ int run_main(int argc, char** argv) {
         ->capture_default_str();
     demo->add_flag("--full-kb", demo_options.full_kb, "Run the whole microbenchmark suite (slower)");
 
+    const std::vector<RegisteredCommand> registered = {register_export_command(app), register_import_command(app)};
+
     for (auto* subcommand : app.get_subcommands({})) {
         if (subcommand != eval) subcommand->footer(k_exit_codes_help);
     }
@@ -386,6 +389,9 @@ int run_main(int argc, char** argv) {
                 demo_options.dir = resolve_campaign_dir("demo", demo_dir, demo_campaign, false);
             }
             exit_code = run_demo(global, demo_options);
+        }
+        for (const RegisteredCommand& command : registered) {
+            if (command.subcommand->parsed()) exit_code = command.run(global);
         }
         if (interrupted()) return k_exit_interrupted;
         return exit_code;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "campaign/driver.hpp"
@@ -10,8 +11,26 @@
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
 #include "store/campaign_store.hpp"
+#include "store/records_store.hpp"
 
 namespace npuopt::cli {
+namespace {
+
+/// What `npuopt import` brought into the campaign.
+nlohmann::json imports_json(const store::ImportsSummary& imports) {
+    return {{"count", imports.imports},
+            {"designs", imports.designs},
+            {"evaluations", imports.evaluations},
+            {"evaluations_stale", imports.evaluations_stale},
+            {"sources", imports.sources}};
+}
+
+std::string imports_line(const store::ImportsSummary& imports) {
+    return fmt::format("imports    {}: {} designs, {} evaluations ({} stale) from {}\n", imports.imports,
+                       imports.designs, imports.evaluations, imports.evaluations_stale, fmt::join(imports.sources, ", "));
+}
+
+}  // namespace
 
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
     std::filesystem::path db_file = options.dir / config::k_campaign_db_name;
@@ -25,6 +44,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     open_options.read_only = true;  // status never writes: it works on a read-only campaign, and beside a run
     auto store = store::CampaignStore::open(db_file, open_options);
     store::StoreSummary summary = store.summarize();
+    const store::ImportsSummary imports = store::RecordsStore(store.database()).summarize();
 
     if (global.json) {
         nlohmann::json toolchains = nlohmann::json::array();
@@ -44,6 +64,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
                               {"rules", summary.rules},
                               {"rules_stale", summary.rules_stale},
                               {"events", summary.events}};
+        out["imports"] = imports_json(imports);
         if (summary.last_event) out["last_event"] = {{"ts", summary.last_event->ts}, {"kind", summary.last_event->kind}};
         out["campaign"] = campaign::to_json(campaign::campaign_status(store));
         std::cout << out.dump(2) << '\n';
@@ -78,7 +99,9 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
         std::cout << (first ? "" : ", ") << stage_verdict << ' ' << count;
         first = false;
     }
-    std::cout << fmt::format("\nmeasurements {}\n", summary.measurements)
+    std::cout << fmt::format("\nmeasurements {}\n", summary.measurements);
+    if (imports.imports > 0) std::cout << imports_line(imports);
+    std::cout
               << fmt::format("knowledge  {} entries ({} stale), {} rules ({} stale)\n", summary.knowledge_entries,
                              summary.knowledge_entries_stale, summary.rules, summary.rules_stale)
               << fmt::format("events     {}", summary.events);

@@ -96,18 +96,22 @@ std::optional<std::int64_t> Cascade::toolchain_version_id() {
     return *m_toolchain_version_id;
 }
 
-std::string Cascade::bench_config_hash(const KernelContext& kernel) const {
-    const auto& acceptance = m_config.acceptance;
+std::string bench_config_hash(const CascadeConfig& config, const KernelContext& kernel) {
+    const auto& acceptance = config.acceptance;
     std::string text = fmt::format(
         "kernel={};shape={};alpha={};beta={};min_effect={};pairs={}..{};null={};seeds={};screen={}x{};slack={};"
         "explore={};retries={};priming={};magnitude={};sol={};extra={};checked={}",
         kernel.spec.name, target::format_shape(kernel.shape), acceptance.alpha, acceptance.beta, acceptance.min_effect,
-        acceptance.min_pairs, acceptance.max_pairs, acceptance.accept_null_fraction, m_config.correctness_seeds,
-        m_config.screen_runs, m_config.screen_max_ratio, m_config.screen_slack, m_config.exploration_allowance,
-        m_config.transient_retries, m_config.priming_seed ? fmt::format("{}", *m_config.priming_seed) : "derived",
-        m_config.magnitude_factor,
-        m_config.speed_of_light_tolerance, fmt::join(m_config.run_extra_args, " "), m_config.check_fraction);
+        acceptance.min_pairs, acceptance.max_pairs, acceptance.accept_null_fraction, config.correctness_seeds,
+        config.screen_runs, config.screen_max_ratio, config.screen_slack, config.exploration_allowance,
+        config.transient_retries, config.priming_seed ? fmt::format("{}", *config.priming_seed) : "derived",
+        config.magnitude_factor,
+        config.speed_of_light_tolerance, fmt::join(config.run_extra_args, " "), config.check_fraction);
     return fmt::format("{:016x}", fnv1a(text));
+}
+
+std::string Cascade::bench_config_hash(const KernelContext& kernel) const {
+    return eval::bench_config_hash(m_config, kernel);
 }
 
 bool Cascade::start_launch() {

@@ -111,4 +111,8 @@ private:
     std::map<std::string, double> m_estimate_cache;  ///< schedule cycles by content hash
 };
 
+/// The hash of the benchmark configuration (kernel, shape, acceptance, checks) that tags every
+/// evaluation the cascade records under `config` (store: evaluations.bench_config_hash).
+std::string bench_config_hash(const CascadeConfig& config, const KernelContext& kernel);
+
 }  // namespace npuopt::eval

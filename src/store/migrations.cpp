@@ -312,6 +312,45 @@ ALTER TABLE tree_edges ADD COLUMN prompt_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE tree_edges ADD COLUMN reply_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE tree_edges ADD COLUMN llm_tokens INTEGER NOT NULL DEFAULT 0;
 )sql"},
+        // v7: portable tuning records (`npuopt export` / `npuopt import`; records_store.hpp). An import
+        // is a row of `imports`; the designs it added are rows of `imported_designs`; an imported
+        // evaluation keeps its import, the fingerprint it had where it was measured (imports dedupe on
+        // it) and a note saying where it came from and why it is stale, where it is.
+        {7, "imports and imported designs; the import, origin fingerprint and note of imported evaluations", R"sql(
+CREATE TABLE imports (
+    id                  INTEGER PRIMARY KEY,
+    created_at          TEXT NOT NULL,
+    source_file         TEXT NOT NULL,
+    source_campaign     TEXT NOT NULL DEFAULT '',
+    source_fingerprint  TEXT NOT NULL DEFAULT '',
+    source_target       TEXT NOT NULL,
+    source_toolchain    TEXT NOT NULL DEFAULT '',
+    format_version      INTEGER NOT NULL,
+    designs_added       INTEGER NOT NULL DEFAULT 0,
+    designs_present     INTEGER NOT NULL DEFAULT 0,
+    designs_skipped     INTEGER NOT NULL DEFAULT 0,
+    designs_queued      INTEGER NOT NULL DEFAULT 0,
+    evaluations_added   INTEGER NOT NULL DEFAULT 0,
+    evaluations_present INTEGER NOT NULL DEFAULT 0,
+    evaluations_stale   INTEGER NOT NULL DEFAULT 0,
+    measurements_added  INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE imported_designs (
+    import_id    INTEGER NOT NULL REFERENCES imports (id),
+    design_id    INTEGER NOT NULL REFERENCES designs (id),
+    origin_hash  TEXT NOT NULL,
+    origin_role  TEXT NOT NULL DEFAULT '',
+    queued       INTEGER NOT NULL DEFAULT 0,
+    stale        INTEGER NOT NULL DEFAULT 0,
+    stale_reason TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (import_id, design_id)
+);
+CREATE INDEX imported_designs_by_design ON imported_designs (design_id);
+ALTER TABLE evaluations ADD COLUMN import_id INTEGER REFERENCES imports (id);
+ALTER TABLE evaluations ADD COLUMN origin_fingerprint TEXT;
+ALTER TABLE evaluations ADD COLUMN import_note TEXT;
+CREATE INDEX evaluations_by_origin ON evaluations (origin_fingerprint);
+)sql"},
     };
     return k_migrations;
 }
