@@ -107,6 +107,141 @@ nlohmann::json results_json(const std::vector<KernelResult>& results) {
     return {{"kernels", kernels}, {"geomean_speedup", geomean_speedup(results)}};
 }
 
+namespace {
+
+/// What every kernel's re-measurement shares: the campaign, its champions, the cascade that
+/// measures, and the replay log being written.
+struct SubmitRun {
+    Workspace& workspace;
+    const SubmitOptions& options;
+    store::TreeStore& trees;
+    eval::Cascade& cascade;
+    const knowledge::HardwareModel* model;
+    const fs::path& dir;
+    const std::string& toolchain_version;
+    std::ostringstream& replay;
+};
+
+/// What the kernel's speedup is measured against: the baseline, or where it failed, the first
+/// correct design (the first champion).
+std::optional<store::DesignRecord> reference_design(Workspace& workspace, store::TreeStore& trees,
+                                                    const std::string& kernel, const std::string& baseline_failure) {
+    std::optional<store::DesignRecord> baseline_design;
+    if (baseline_failure.empty()) {
+        for (const auto& design : workspace.store->list_designs(workspace.target.name, kernel)) {
+            if (design.template_name == "baseline") baseline_design = design;
+        }
+    } else if (auto path = trees.champion_path(kernel, true); !path.empty()) {
+        baseline_design = workspace.store->find_design(path.front().design_id);
+    }
+    return baseline_design;
+}
+
+/// One kernel of the submission: its champion and reference re-verified and re-measured on the
+/// same seeds, the champion's source written into the submission directory.
+KernelResult submit_kernel(SubmitRun& run, const KernelSetup& setup) {
+    Workspace& workspace = run.workspace;
+    const SubmitOptions& options = run.options;
+    store::TreeStore& trees = run.trees;
+    std::ostringstream& replay = run.replay;
+    KernelResult result;
+    result.kernel = setup.spec.name;
+    result.shape = setup.spec.shape_name;
+    if (run.model) result.weight_min_cycles = run.model->weight_movement_min_cycles(setup.context.min_bytes_moved);
+    const std::string extension =
+        setup.spec.baseline.has_extension() ? setup.spec.baseline.extension().string() : ".rs";
+    auto champion = trees.current_champion(setup.spec.name);
+    std::optional<store::DesignRecord> champion_design;
+    if (champion) champion_design = workspace.store->find_design(champion->design_id);
+    if (!champion_design || !champion_design->source) {
+        result.reason = "no champion";
+        replay << fmt::format("{}: no champion in the campaign database\n", result.kernel);
+        return result;
+    }
+    // The reference: the baseline, or where it failed, the first correct design (the first champion).
+    const auto kernel_state =
+        nlohmann::json::parse(trees.state("kernel/" + setup.spec.name).value_or("{}"), nullptr, false);
+    const std::string baseline_failure =
+        kernel_state.is_object() ? kernel_state.value("baseline_failure", std::string()) : std::string();
+    result.reference = reference_text(baseline_failure);
+    const std::optional<store::DesignRecord> baseline_design =
+        reference_design(workspace, trees, setup.spec.name, baseline_failure);
+    // The same seeds for champion and baseline (a paired comparison), hashed from the campaign
+    // seed, the kernel and the toolchain version: reproducible, never guessable by a kernel.
+    std::vector<std::uint64_t> seeds;
+    eval::SeedStream seed_stream(workspace.campaign.seed, setup.spec.name, "submission " + run.toolchain_version);
+    for (int run_idx = 0; run_idx < options.runs; ++run_idx)
+        seeds.push_back(seed_stream.next());
+    replay << fmt::format("{}: seeds [{}]\n", result.kernel, fmt::join(seeds, ", "));
+
+    auto measure = [&](const store::DesignRecord& design, const char* what) {
+        eval::Candidate candidate;
+        candidate.design_id = design.id;
+        candidate.content_hash = design.content_hash;
+        candidate.kernel = design.kernel;
+        candidate.source_file = materialise(workspace.dir, design, extension);
+        if (options.on_progress)
+            options.on_progress(fmt::format("{}: measuring the {} ({} runs)", result.kernel, what, options.runs));
+        auto measured = run.cascade.measure(candidate, setup.context, seeds);
+        replay << fmt::format("{} {} {} ({}): runs [{}] median {} all passed correctness: {}{}\n", result.kernel, what,
+                              design.content_hash, design.template_name, fmt::join(measured.cycles, ", "),
+                              measured.cycles_median ? fmt::format("{:.0f}", *measured.cycles_median) : "-",
+                              measured.all_passed ? "yes" : "no",
+                              measured.reason.empty() ? "" : " — " + measured.reason);
+        return measured;
+    };
+    auto champion_measured = measure(*champion_design, "champion");
+    result.champion_hash = champion_design->content_hash;
+    result.champion_template = champion_design->template_name;
+    result.champion_runs = champion_measured.cycles;
+    result.all_passed = champion_measured.all_passed;
+    if (champion_measured.all_passed)
+        result.champion_cycles = champion_measured.cycles_median;
+    else
+        result.reason = "champion failed re-verification: " + champion_measured.reason;
+    if (baseline_design) {
+        auto baseline_measured = baseline_design->id == champion_design->id
+                                     ? champion_measured
+                                     : measure(*baseline_design, baseline_failure.empty() ? "baseline" : "reference");
+        result.baseline_runs = baseline_measured.cycles;
+        if (baseline_measured.all_passed) result.baseline_cycles = baseline_measured.cycles_median;
+    }
+
+    const std::string source_name = result.kernel + extension;
+    write_text(run.dir / source_name, *champion_design->source);
+    result.source_file = source_name;
+    result.source_sha256 = sha256_hex(*champion_design->source);
+    if (result.champion_cycles && result.baseline_cycles && *result.champion_cycles > 0) {
+        result.speedup = *result.baseline_cycles / *result.champion_cycles;
+    }
+    if (result.champion_cycles && result.weight_min_cycles > 0) {
+        result.champion_over_min = *result.champion_cycles / result.weight_min_cycles;
+    }
+    return result;
+}
+
+/// DIR.tar.gz beside DIR, written by tar.
+fs::path write_tarball(const fs::path& dir) {
+    fs::path tarball = dir;
+    tarball += ".tar.gz";
+    proc::Command tar;
+    const char* path_env = std::getenv("PATH");
+    auto tar_bin = proc::find_executable("tar", path_env ? path_env : "/usr/bin:/bin");
+    if (!tar_bin) throw Error(ErrorKind::io, "submit: `tar` is not installed (needed for the .tar.gz)");
+    tar.argv = {tar_bin->string(), "-czf", tarball.string(), "-C", dir.parent_path().string(), dir.filename().string()};
+    tar.sandbox.enabled = false;
+    tar.cwd = dir.parent_path();
+    tar.limits.timeout_secs = 120;
+    auto result = proc::run(tar);
+    if (!result.ok()) {
+        throw Error(ErrorKind::io, fmt::format("tar could not write {}: {}{}", tarball.string(),
+                                               result.error.value_or(""), result.stderr_text));
+    }
+    return tarball;
+}
+
+}  // namespace
+
 Submission build_submission(Workspace& workspace, const SubmitOptions& options) {
     if (options.runs < 1) throw Error(ErrorKind::invalid_input, "submit: --runs must be at least 1");
     if (fs::exists(options.out_dir) && !fs::is_empty(options.out_dir)) {
@@ -134,87 +269,14 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
                           workspace.dir.string(), utc_now(), workspace.target.name, submission.toolchain_version,
                           options.runs);
 
+    SubmitRun run{
+        workspace, options, trees, cascade, model ? &*model : nullptr, submission.dir, submission.toolchain_version,
+        replay};
     bool any_champion = false;
     for (const auto& setup : setups) {
-        KernelResult result;
-        result.kernel = setup.spec.name;
-        result.shape = setup.spec.shape_name;
-        if (model) result.weight_min_cycles = model->weight_movement_min_cycles(setup.context.min_bytes_moved);
-        const std::string extension = setup.spec.baseline.has_extension() ? setup.spec.baseline.extension().string() : ".rs";
-        auto champion = trees.current_champion(setup.spec.name);
-        std::optional<store::DesignRecord> champion_design;
-        if (champion) champion_design = workspace.store->find_design(champion->design_id);
-        if (!champion_design || !champion_design->source) {
-            result.reason = "no champion";
-            replay << fmt::format("{}: no champion in the campaign database\n", result.kernel);
-            submission.kernels.push_back(result);
-            continue;
-        }
-        // The reference: the baseline, or where it failed, the first correct design (the first champion).
-        const auto kernel_state =
-            nlohmann::json::parse(trees.state("kernel/" + setup.spec.name).value_or("{}"), nullptr, false);
-        const std::string baseline_failure =
-            kernel_state.is_object() ? kernel_state.value("baseline_failure", std::string()) : std::string();
-        result.reference = reference_text(baseline_failure);
-        std::optional<store::DesignRecord> baseline_design;
-        if (baseline_failure.empty()) {
-            for (const auto& design : workspace.store->list_designs(workspace.target.name, setup.spec.name)) {
-                if (design.template_name == "baseline") baseline_design = design;
-            }
-        } else if (auto path = trees.champion_path(setup.spec.name, true); !path.empty()) {
-            baseline_design = workspace.store->find_design(path.front().design_id);
-        }
-
-        // The same seeds for champion and baseline (a paired comparison), hashed from the campaign
-        // seed, the kernel and the toolchain version: reproducible, never guessable by a kernel.
-        std::vector<std::uint64_t> seeds;
-        eval::SeedStream seed_stream(workspace.campaign.seed, setup.spec.name,
-                                     "submission " + submission.toolchain_version);
-        for (int run_idx = 0; run_idx < options.runs; ++run_idx) seeds.push_back(seed_stream.next());
-        replay << fmt::format("{}: seeds [{}]\n", result.kernel, fmt::join(seeds, ", "));
-
-        auto measure = [&](const store::DesignRecord& design, const char* what) {
-            eval::Candidate candidate;
-            candidate.design_id = design.id;
-            candidate.content_hash = design.content_hash;
-            candidate.kernel = design.kernel;
-            candidate.source_file = materialise(workspace.dir, design, extension);
-            if (options.on_progress) options.on_progress(fmt::format("{}: measuring the {} ({} runs)", result.kernel, what, options.runs));
-            auto measured = cascade.measure(candidate, setup.context, seeds);
-            replay << fmt::format("{} {} {} ({}): runs [{}] median {} all passed correctness: {}{}\n", result.kernel,
-                                  what, design.content_hash, design.template_name, fmt::join(measured.cycles, ", "),
-                                  measured.cycles_median ? fmt::format("{:.0f}", *measured.cycles_median) : "-",
-                                  measured.all_passed ? "yes" : "no",
-                                  measured.reason.empty() ? "" : " — " + measured.reason);
-            return measured;
-        };
-        auto champion_measured = measure(*champion_design, "champion");
-        result.champion_hash = champion_design->content_hash;
-        result.champion_template = champion_design->template_name;
-        result.champion_runs = champion_measured.cycles;
-        result.all_passed = champion_measured.all_passed;
-        if (champion_measured.all_passed) result.champion_cycles = champion_measured.cycles_median;
-        else result.reason = "champion failed re-verification: " + champion_measured.reason;
-        if (baseline_design) {
-            auto baseline_measured = baseline_design->id == champion_design->id
-                                         ? champion_measured
-                                         : measure(*baseline_design, baseline_failure.empty() ? "baseline" : "reference");
-            result.baseline_runs = baseline_measured.cycles;
-            if (baseline_measured.all_passed) result.baseline_cycles = baseline_measured.cycles_median;
-        }
-
-        const std::string source_name = result.kernel + extension;
-        write_text(submission.dir / source_name, *champion_design->source);
-        result.source_file = source_name;
-        result.source_sha256 = sha256_hex(*champion_design->source);
-        if (result.champion_cycles && result.baseline_cycles && *result.champion_cycles > 0) {
-            result.speedup = *result.baseline_cycles / *result.champion_cycles;
-        }
-        if (result.champion_cycles && result.weight_min_cycles > 0) {
-            result.champion_over_min = *result.champion_cycles / result.weight_min_cycles;
-        }
+        KernelResult result = submit_kernel(run, setup);
         any_champion = any_champion || result.all_passed;
-        submission.kernels.push_back(result);
+        submission.kernels.push_back(std::move(result));
     }
     if (!any_champion) {
         write_text(submission.dir / "replay.log", replay.str());
@@ -236,22 +298,7 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
     submission.manifest["replay_log_sha256"] = sha256_hex(replay.str());
     write_text(submission.dir / "manifest.json", submission.manifest.dump(2) + "\n");
 
-    submission.tarball = submission.dir;
-    submission.tarball += ".tar.gz";
-    proc::Command tar;
-    const char* path_env = std::getenv("PATH");
-    auto tar_bin = proc::find_executable("tar", path_env ? path_env : "/usr/bin:/bin");
-    if (!tar_bin) throw Error(ErrorKind::io, "submit: `tar` is not installed (needed for the .tar.gz)");
-    tar.argv = {tar_bin->string(), "-czf", submission.tarball.string(), "-C", submission.dir.parent_path().string(),
-                submission.dir.filename().string()};
-    tar.sandbox.enabled = false;
-    tar.cwd = submission.dir.parent_path();
-    tar.limits.timeout_secs = 120;
-    auto result = proc::run(tar);
-    if (!result.ok()) {
-        throw Error(ErrorKind::io, fmt::format("tar could not write {}: {}{}", submission.tarball.string(),
-                                               result.error.value_or(""), result.stderr_text));
-    }
+    submission.tarball = write_tarball(submission.dir);
     return submission;
 }
 

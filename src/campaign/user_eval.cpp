@@ -102,45 +102,28 @@ std::string user_verdict_name(UserVerdict verdict) {
     return "failed";
 }
 
-UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions& options) {
-    auto progress = [&](const std::string& line) {
-        if (options.on_progress) options.on_progress(line);
-    };
+namespace {
+
+/// The kernel named `name` of the campaign's target; an error that lists the kernels otherwise.
+const config::KernelSpec& find_kernel(const Workspace& workspace, const std::string& name) {
     const config::KernelSpec* spec = nullptr;
     std::vector<std::string> names;
     for (const auto& kernel : workspace.kernels.kernels) {
         names.push_back(kernel.name);
-        if (kernel.name == options.kernel) spec = &kernel;
+        if (kernel.name == name) spec = &kernel;
     }
     if (spec == nullptr) {
-        throw Error(ErrorKind::invalid_input,
-                    fmt::format("eval: unknown kernel '{}' (kernels of target {}: {})", options.kernel,
-                                workspace.target.name, fmt::join(names, ", ")));
+        throw Error(ErrorKind::invalid_input, fmt::format("eval: unknown kernel '{}' (kernels of target {}: {})", name,
+                                                          workspace.target.name, fmt::join(names, ", ")));
     }
-    const std::string source = read_source(options.file, "kernel file");
-    std::optional<std::string> opponent_source;
-    if (options.against != "champion" && options.against != "baseline") {
-        opponent_source = read_source(options.against, "opponent file (--against)");
-    }
+    return *spec;
+}
 
-    auto setups = campaign::prepare_kernels(workspace.kernels, {spec->name}, workspace.target.templates_dir,
-                                            workspace.target.name);
-    if (setups.empty()) throw Error(ErrorKind::internal, "eval: the kernel's setup is missing");
-    campaign::KernelSetup& setup = setups.front();
-    try {
-        setup.context.min_bytes_moved = eval::kernel_min_bytes(setup.spec, setup.spec.shape);
-    } catch (const Error&) {
-        setup.context.min_bytes_moved = 0.0;
-    }
-
-    UserEvalResult result;
-    result.kernel = spec->name;
-    result.file = fs::absolute(options.file).lexically_normal();
-    const Recorded candidate = record_source(workspace, *spec, source, "user", extension_of(options.file));
-    result.content_hash = candidate.candidate.content_hash;
-    result.design_id = candidate.candidate.design_id;
-
-    // ---- the opponent ---------------------------------------------------------------------------
+/// What the user's kernel races: the campaign's champion (the baseline when there is none yet),
+/// the baseline, or a kernel file; recorded as a design, described in `result.opponent`.
+eval::Candidate choose_opponent(Workspace& workspace, const config::KernelSpec* spec, const KernelSetup& setup,
+                                const UserEvalOptions& options, const std::optional<std::string>& opponent_source,
+                                UserEvalResult& result) {
     std::string against = options.against;
     std::optional<eval::Candidate> opponent;
     if (against == "champion") {
@@ -166,20 +149,22 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
         auto baseline = std::find_if(setup.templates.begin(), setup.templates.end(),
                                      [](const auto& tmpl) { return tmpl->is_baseline(); });
         if (baseline == setup.templates.end()) {
-            throw Error(ErrorKind::invalid_input,
-                        fmt::format("eval: kernel '{}' has no loadable baseline ({})", spec->name,
-                                    setup.template_errors.empty() ? std::string("none declared")
-                                                                  : fmt::format("{}", fmt::join(setup.template_errors, "; "))));
+            throw Error(
+                ErrorKind::invalid_input,
+                fmt::format("eval: kernel '{}' has no loadable baseline ({})", spec->name,
+                            setup.template_errors.empty() ? std::string("none declared")
+                                                          : fmt::format("{}", fmt::join(setup.template_errors, "; "))));
         }
         const search::Design design = (*baseline)->instantiate({});
-        const Recorded recorded = record_source(workspace, *spec, design.source, design.template_name,
-                                                design.source_extension);
+        const Recorded recorded =
+            record_source(workspace, *spec, design.source, design.template_name, design.source_extension);
         opponent = recorded.candidate;
         result.opponent.kind = "baseline";
-        result.opponent.label = fmt::format("baseline design {} ({})", recorded.candidate.design_id, spec->baseline.filename().string());
+        result.opponent.label =
+            fmt::format("baseline design {} ({})", recorded.candidate.design_id, spec->baseline.filename().string());
     } else if (opponent_source) {
-        const Recorded recorded = record_source(workspace, *spec, *opponent_source, "user-opponent",
-                                                extension_of(options.against));
+        const Recorded recorded =
+            record_source(workspace, *spec, *opponent_source, "user-opponent", extension_of(options.against));
         opponent = recorded.candidate;
         result.opponent.kind = "file";
         result.opponent.label = fmt::format("{} (design {})", fs::absolute(options.against).lexically_normal().string(),
@@ -188,36 +173,12 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
     if (!opponent) throw Error(ErrorKind::internal, "eval: no opponent");
     result.opponent.content_hash = opponent->content_hash;
     result.opponent.design_id = opponent->design_id;
+    return *opponent;
+}
 
-    // ---- the cascade, as a campaign runs it, but with every correct candidate raced -------------
-    const std::string version = workspace.toolchain_version();
-    std::optional<knowledge::HardwareModel> model;
-    if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
-    store::KnowledgeStore knowledge_store(workspace.store->database());
-    knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);
-    eval::CascadeConfig config = cascade_config(workspace);
-    config.screen_slack = std::numeric_limits<double>::infinity();
-    config.screen_max_ratio = std::numeric_limits<double>::infinity();
-    config.quick_reject_ratio = 0.0;
-    config.second_look_ratio = 0.0;
-    config.clear_win_ratio = 0.0;  // a user's kernel is always raced: the interval is the report
-    eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr, config);
-
-    std::vector<std::uint64_t> seeds;
-    eval::SeedStream seed_stream(config.seed, opponent->content_hash, "eval-opponent " + candidate.candidate.content_hash);
-    for (int run_idx = 0; run_idx < std::max(1, options.opponent_runs); ++run_idx) seeds.push_back(seed_stream.next());
-    progress(fmt::format("measuring the opponent, {} ({} checked launches)", result.opponent.label, seeds.size()));
-    const auto measured = cascade.measure(*opponent, setup.context, seeds);
-    result.opponent.cycles = measured.cycles;
-    result.opponent.cycles_median = measured.cycles_median;
-    if (!measured.all_passed || !measured.cycles_median) {
-        throw Error(ErrorKind::toolchain,
-                    fmt::format("eval: the opponent, {}, failed its own checks ({}); nothing was raced",
-                                result.opponent.label, measured.reason));
-    }
-
-    progress(fmt::format("evaluating {} (design {}) against it", result.file.string(), result.design_id));
-    result.outcome = cascade.evaluate(candidate.candidate, eval::Champion{*opponent, *measured.cycles_median}, setup.context);
+/// The user's verdict from the cascade's outcome: accepted, correct but not shown faster (the
+/// race rejected or was inconclusive), or failed; with its one-line summary.
+void set_verdict(UserEvalResult& result) {
     const eval::Outcome& outcome = result.outcome;
     const bool raced = !outcome.stages.empty() && outcome.stages.back().stage == eval::StageKind::race;
     const eval::Verdict last_verdict = outcome.stages.empty() ? eval::Verdict::error : outcome.stages.back().verdict;
@@ -236,6 +197,71 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
                                      outcome.speedup.value_or(0.0), outcome.speedup_lower.value_or(0.0),
                                      outcome.speedup_upper.value_or(0.0), result.opponent.kind, outcome.race_pairs);
     }
+}
+
+}  // namespace
+
+UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions& options) {
+    auto progress = [&](const std::string& line) {
+        if (options.on_progress) options.on_progress(line);
+    };
+    const config::KernelSpec* spec = &find_kernel(workspace, options.kernel);
+    const std::string source = read_source(options.file, "kernel file");
+    std::optional<std::string> opponent_source;
+    if (options.against != "champion" && options.against != "baseline") {
+        opponent_source = read_source(options.against, "opponent file (--against)");
+    }
+
+    auto setups = campaign::prepare_kernels(workspace.kernels, {spec->name}, workspace.target.templates_dir,
+                                            workspace.target.name);
+    if (setups.empty()) throw Error(ErrorKind::internal, "eval: the kernel's setup is missing");
+    campaign::KernelSetup& setup = setups.front();
+    try {
+        setup.context.min_bytes_moved = eval::kernel_min_bytes(setup.spec, setup.spec.shape);
+    } catch (const Error&) {
+        setup.context.min_bytes_moved = 0.0;
+    }
+
+    UserEvalResult result;
+    result.kernel = spec->name;
+    result.file = fs::absolute(options.file).lexically_normal();
+    const Recorded candidate = record_source(workspace, *spec, source, "user", extension_of(options.file));
+    result.content_hash = candidate.candidate.content_hash;
+    result.design_id = candidate.candidate.design_id;
+
+    // ---- the opponent ---------------------------------------------------------------------------
+    const eval::Candidate opponent = choose_opponent(workspace, spec, setup, options, opponent_source, result);
+
+    // ---- the cascade, as a campaign runs it, but with every correct candidate raced -------------
+    const std::string version = workspace.toolchain_version();
+    std::optional<knowledge::HardwareModel> model;
+    if (!version.empty()) model = knowledge::load_hardware_model(*workspace.store, workspace.target, version);
+    store::KnowledgeStore knowledge_store(workspace.store->database());
+    knowledge::RuleBook rules(knowledge_store, workspace.target.name, version);
+    eval::CascadeConfig config = cascade_config(workspace);
+    config.screen_slack = std::numeric_limits<double>::infinity();
+    config.screen_max_ratio = std::numeric_limits<double>::infinity();
+    config.quick_reject_ratio = 0.0;
+    config.second_look_ratio = 0.0;
+    config.clear_win_ratio = 0.0;  // a user's kernel is always raced: the interval is the report
+    eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr, config);
+
+    std::vector<std::uint64_t> seeds;
+    eval::SeedStream seed_stream(config.seed, opponent.content_hash, "eval-opponent " + candidate.candidate.content_hash);
+    for (int run_idx = 0; run_idx < std::max(1, options.opponent_runs); ++run_idx) seeds.push_back(seed_stream.next());
+    progress(fmt::format("measuring the opponent, {} ({} checked launches)", result.opponent.label, seeds.size()));
+    const auto measured = cascade.measure(opponent, setup.context, seeds);
+    result.opponent.cycles = measured.cycles;
+    result.opponent.cycles_median = measured.cycles_median;
+    if (!measured.all_passed || !measured.cycles_median) {
+        throw Error(ErrorKind::toolchain,
+                    fmt::format("eval: the opponent, {}, failed its own checks ({}); nothing was raced",
+                                result.opponent.label, measured.reason));
+    }
+
+    progress(fmt::format("evaluating {} (design {}) against it", result.file.string(), result.design_id));
+    result.outcome = cascade.evaluate(candidate.candidate, eval::Champion{opponent, *measured.cycles_median}, setup.context);
+    set_verdict(result);
     workspace.store->record_event("user_eval", nlohmann::json{{"kernel", result.kernel},
                                                               {"file", result.file.string()},
                                                               {"design_id", result.design_id},

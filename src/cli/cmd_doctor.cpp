@@ -229,194 +229,208 @@ void check_end_to_end(std::vector<Check>& checks, target::Toolchain& toolchain, 
     checks.push_back(check);
 }
 
-}  // namespace
-
-int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
+/// What the checks found so far: later checks read what earlier ones loaded.
+struct DoctorState {
     std::vector<Check> checks;
-    std::optional<config::CampaignConfig> campaign;
-    std::optional<std::string> target_name = options.target;
-    std::optional<fs::path> campaign_dir;
-    if (options.campaign_dir) campaign_dir = fs::absolute(*options.campaign_dir).lexically_normal();
-    if (!target_name && !campaign_dir && fs::is_regular_file(fs::path(config::k_campaign_file_name))) {
-        campaign_dir = fs::current_path();
-    }
-
     std::optional<fs::path> knowledge_dir;
-    {
-        Check check("knowledge dir");
-        try {
-            knowledge_dir = config::locate_knowledge_dir(global.knowledge_dir);
-            check.detail = knowledge_dir->string();
-        } catch (const Error& error) {
-            check.status = CheckStatus::fail;
-            check.config_error = true;
-            check.detail = error.what();
-            check.fix = "pass --knowledge-dir or set NPUOPT_KNOWLEDGE_DIR to the repository's knowledge/ folder";
-        }
-        checks.push_back(check);
-    }
-
-    if (campaign_dir) {
-        Check check("campaign.yaml");
-        fs::path file = *campaign_dir / config::k_campaign_file_name;
-        try {
-            campaign = config::load_campaign_config(file);
-            target_name = campaign->target;
-            check.detail = fmt::format("{} (target {})", file.string(), campaign->target);
-        } catch (const Error& error) {
-            check.status = CheckStatus::fail;
-            check.config_error = true;
-            check.detail = error.what();
-            check.fix = fmt::format("correct {} at the line named above (`npuopt init` writes a commented example)",
-                                    file.string());
-        }
-        checks.push_back(check);
-    }
-
-    if (!target_name && knowledge_dir && !campaign_dir) {
-        auto known = config::list_targets(*knowledge_dir);
-        if (known.size() == 1) {
-            target_name = known.front();
-        } else {
-            throw Error(ErrorKind::invalid_input,
-                        fmt::format("doctor needs --target NAME or --campaign DIR (known targets: {})",
-                                    fmt::join(known, ", ")));
-        }
-    }
-
+    std::optional<fs::path> campaign_dir;
+    std::optional<config::CampaignConfig> campaign;
+    std::optional<std::string> target_name;
     std::optional<config::TargetConfig> target;
     std::optional<config::KernelsConfig> kernels_config;
-    if (target_name && knowledge_dir) {
-        Check check("target.yaml");
-        try {
-            target = config::load_target(*knowledge_dir, *target_name);
-            check.detail = fmt::format("{} ({} public facts)", (target->dir / "target.yaml").string(), target->facts.size());
-        } catch (const Error& error) {
-            check.status = CheckStatus::fail;
-            check.config_error = true;
-            check.detail = error.what();
-            check.fix = "correct target.yaml at the line named above, or pick a known target";
-        }
-        checks.push_back(check);
-    }
+    proc::SandboxStatus sandbox;
+    bool sandbox_required = false;
+};
 
-    if (target) {
-        Check check("kernels.yaml");
-        try {
-            auto kernels = config::load_kernels_config(target->kernels_file, target->templates_dir);
-            if (campaign) config::check_campaign_kernels(*campaign, kernels);
-            std::vector<std::string> names;
-            std::vector<std::string> missing_baselines;
-            for (const auto& kernel : kernels.kernels) {
-                names.push_back(kernel.name);
-                if (!fs::is_regular_file(kernel.baseline)) missing_baselines.push_back(kernel.baseline.string());
-            }
-            check.detail = fmt::format("{} kernels: {}", names.size(), fmt::join(names, ", "));
-            kernels_config = std::move(kernels);
-            if (!missing_baselines.empty()) {
-                check.status = CheckStatus::warn;
-                check.detail += fmt::format("; baseline designs missing: {}", fmt::join(missing_baselines, ", "));
-                check.fix = "the baselines live in the target's templates folder (dsl_templates/<target>/)";
-            }
-        } catch (const Error& error) {
-            check.status = CheckStatus::fail;
-            check.config_error = error.kind() == ErrorKind::invalid_config || error.kind() == ErrorKind::invalid_input;
-            check.detail = error.what();
-            check.fix = "correct the file at the line named above";
-        }
-        checks.push_back(check);
+/// The knowledge/ folder every target is read from.
+void check_knowledge_dir(DoctorState& state, const GlobalOptions& global) {
+    Check check("knowledge dir");
+    try {
+        state.knowledge_dir = config::locate_knowledge_dir(global.knowledge_dir);
+        check.detail = state.knowledge_dir->string();
+    } catch (const Error& error) {
+        check.status = CheckStatus::fail;
+        check.config_error = true;
+        check.detail = error.what();
+        check.fix = "pass --knowledge-dir or set NPUOPT_KNOWLEDGE_DIR to the repository's knowledge/ folder";
     }
+    state.checks.push_back(check);
+}
 
-    proc::SandboxStatus sandbox = proc::probe_sandbox();
-    bool sandbox_required = campaign ? campaign->sandbox.required : false;
-    {
-        Check check("sandbox");
-        if (sandbox.available) {
-            check.detail = fmt::format("bubblewrap works ({})", sandbox.bwrap_path);
-        } else {
-            check.status = sandbox_required ? CheckStatus::fail : CheckStatus::warn;
-            check.detail = fmt::format("bubblewrap is not usable: {}{}", sandbox.reason,
-                                       sandbox_required ? " (campaign.yaml requires it)" : "; generated code would run UNSANDBOXED");
-            check.fix = "install it (`sudo apt-get install bubblewrap`) and allow unprivileged user namespaces "
-                        "(sysctl kernel.unprivileged_userns_clone=1); or set sandbox.required: false in campaign.yaml";
-        }
-        checks.push_back(check);
+/// The campaign's campaign.yaml, which names its target.
+void check_campaign_file(DoctorState& state) {
+    if (!state.campaign_dir) return;
+    Check check("campaign.yaml");
+    fs::path file = *state.campaign_dir / config::k_campaign_file_name;
+    try {
+        state.campaign = config::load_campaign_config(file);
+        state.target_name = state.campaign->target;
+        check.detail = fmt::format("{} (target {})", file.string(), state.campaign->target);
+    } catch (const Error& error) {
+        check.status = CheckStatus::fail;
+        check.config_error = true;
+        check.detail = error.what();
+        check.fix =
+            fmt::format("correct {} at the line named above (`npuopt init` writes a commented example)", file.string());
     }
+    state.checks.push_back(check);
+}
 
-    {
-        Check check("limits");
-        const proc::LimitSupport limits = proc::limit_support();
-        check.detail = fmt::format("{}: {}", proc::limit_mechanism_name(limits.mechanism), limits.detail);
-        if (!limits.unenforced.empty()) {
+/// Without --target or a campaign, the only known target (else an error that lists them).
+void pick_target(DoctorState& state) {
+    if (!(!state.target_name && state.knowledge_dir && !state.campaign_dir)) return;
+    auto known = config::list_targets(*state.knowledge_dir);
+    if (known.size() == 1) {
+        state.target_name = known.front();
+    } else {
+        throw Error(
+            ErrorKind::invalid_input,
+            fmt::format("doctor needs --target NAME or --campaign DIR (known targets: {})", fmt::join(known, ", ")));
+    }
+}
+
+/// The target's target.yaml.
+void check_target(DoctorState& state) {
+    if (!(state.target_name && state.knowledge_dir)) return;
+    Check check("target.yaml");
+    try {
+        state.target = config::load_target(*state.knowledge_dir, *state.target_name);
+        check.detail = fmt::format("{} ({} public facts)", (state.target->dir / "target.yaml").string(),
+                                   state.target->facts.size());
+    } catch (const Error& error) {
+        check.status = CheckStatus::fail;
+        check.config_error = true;
+        check.detail = error.what();
+        check.fix = "correct target.yaml at the line named above, or pick a known target";
+    }
+    state.checks.push_back(check);
+}
+
+/// The target's kernels.yaml and the baselines it names.
+void check_kernels(DoctorState& state) {
+    if (!state.target) return;
+    Check check("kernels.yaml");
+    try {
+        auto kernels = config::load_kernels_config(state.target->kernels_file, state.target->templates_dir);
+        if (state.campaign) config::check_campaign_kernels(*state.campaign, kernels);
+        std::vector<std::string> names;
+        std::vector<std::string> missing_baselines;
+        for (const auto& kernel : kernels.kernels) {
+            names.push_back(kernel.name);
+            if (!fs::is_regular_file(kernel.baseline)) missing_baselines.push_back(kernel.baseline.string());
+        }
+        check.detail = fmt::format("{} kernels: {}", names.size(), fmt::join(names, ", "));
+        state.kernels_config = std::move(kernels);
+        if (!missing_baselines.empty()) {
             check.status = CheckStatus::warn;
-            check.detail += fmt::format("; NOT enforced: {}", fmt::join(limits.unenforced, "; "));
-            check.fix = "run npuopt where it can make cgroups: as root with cgroup v2 (memory and pids) or the v1 "
-                        "memory and pids controllers mounted, or in a delegated cgroup "
-                        "(`systemd-run --user --scope -p Delegate=yes npuopt ...`)";
+            check.detail += fmt::format("; baseline designs missing: {}", fmt::join(missing_baselines, ", "));
+            check.fix = "the baselines live in the target's templates folder (dsl_templates/<target>/)";
         }
-        checks.push_back(check);
+    } catch (const Error& error) {
+        check.status = CheckStatus::fail;
+        check.config_error = error.kind() == ErrorKind::invalid_config || error.kind() == ErrorKind::invalid_input;
+        check.detail = error.what();
+        check.fix = "correct the file at the line named above";
     }
+    state.checks.push_back(check);
+}
 
-    if (target) {
-        Check check("toolchain");
-        if (campaign) config::apply_campaign_overrides(*campaign, *target);
-        proc::SandboxPolicy policy;
-        policy.enabled = sandbox.available || sandbox_required;
-        policy.required = sandbox_required;
-        if (campaign) policy.scratch_dir = campaign->dir / "scratch";
-        proc::Limits limits = limits_for(campaign ? campaign->sandbox : config::SandboxConfig{});
-        std::string fix = fmt::format(
-            "build or install the toolchain ('{}'): for npu-sim run `tools/quickstart-run.sh` (or `cmake --build build`, "
-            "needs cargo); or set toolchain.bin in campaign.yaml to its path; or add its folder to PATH",
-            target->toolchain.bin);
-        bool toolchain_works = false;
-        try {
-            target::Toolchain toolchain(*target, policy, limits);
-            std::string why;
-            auto bin = toolchain.resolve_bin(&why);
-            if (!bin) {
-                check.status = CheckStatus::fail;
-                check.detail = why;
-                check.fix = fix;
-            } else {
-                target::VersionResult version = toolchain.version();
-                if (version.call.status == target::CallStatus::ok) {
-                    check.detail = fmt::format("{} {} at {}", version.name, version.version, bin->string());
-                    toolchain_works = true;
-                } else {
-                    check.status = CheckStatus::fail;
-                    check.detail = fmt::format("{} found but `version` failed: {}", bin->string(), version.call.message);
-                    if (!version.call.process.stderr_text.empty()) {
-                        check.detail += fmt::format(" (stderr: {})", version.call.process.stderr_text.substr(0, 400));
-                    }
-                    check.fix = "run the version command by hand to see why; rebuild or reinstall the toolchain";
-                }
-            }
-            checks.push_back(check);
-            if (toolchain_works && kernels_config) check_end_to_end(checks, toolchain, *kernels_config, policy.enabled);
-        } catch (const Error& error) {
+/// Whether bubblewrap works (required when campaign.yaml says so).
+void check_sandbox(DoctorState& state) {
+    Check check("sandbox");
+    if (state.sandbox.available) {
+        check.detail = fmt::format("bubblewrap works ({})", state.sandbox.bwrap_path);
+    } else {
+        check.status = state.sandbox_required ? CheckStatus::fail : CheckStatus::warn;
+        check.detail = fmt::format(
+            "bubblewrap is not usable: {}{}", state.sandbox.reason,
+            state.sandbox_required ? " (campaign.yaml requires it)" : "; generated code would run UNSANDBOXED");
+        check.fix =
+            "install it (`sudo apt-get install bubblewrap`) and allow unprivileged user namespaces "
+            "(sysctl kernel.unprivileged_userns_clone=1); or set sandbox.required: false in campaign.yaml";
+    }
+    state.checks.push_back(check);
+}
+
+/// Which per-call limits the machine can enforce.
+void check_limits(DoctorState& state) {
+    Check check("limits");
+    const proc::LimitSupport limits = proc::limit_support();
+    check.detail = fmt::format("{}: {}", proc::limit_mechanism_name(limits.mechanism), limits.detail);
+    if (!limits.unenforced.empty()) {
+        check.status = CheckStatus::warn;
+        check.detail += fmt::format("; NOT enforced: {}", fmt::join(limits.unenforced, "; "));
+        check.fix =
+            "run npuopt where it can make cgroups: as root with cgroup v2 (memory and pids) or the v1 "
+            "memory and pids controllers mounted, or in a delegated cgroup "
+            "(`systemd-run --user --scope -p Delegate=yes npuopt ...`)";
+    }
+    state.checks.push_back(check);
+}
+
+/// The toolchain found and its version, then the first baseline end to end.
+void check_toolchain(DoctorState& state) {
+    if (!state.target) return;
+    Check check("toolchain");
+    if (state.campaign) config::apply_campaign_overrides(*state.campaign, *state.target);
+    proc::SandboxPolicy policy;
+    policy.enabled = state.sandbox.available || state.sandbox_required;
+    policy.required = state.sandbox_required;
+    if (state.campaign) policy.scratch_dir = state.campaign->dir / "scratch";
+    proc::Limits limits = limits_for(state.campaign ? state.campaign->sandbox : config::SandboxConfig{});
+    std::string fix = fmt::format(
+        "build or install the toolchain ('{}'): for npu-sim run `tools/quickstart-run.sh` (or `cmake --build build`, "
+        "needs cargo); or set toolchain.bin in campaign.yaml to its path; or add its folder to PATH",
+        state.target->toolchain.bin);
+    bool toolchain_works = false;
+    try {
+        target::Toolchain toolchain(*state.target, policy, limits);
+        std::string why;
+        auto bin = toolchain.resolve_bin(&why);
+        if (!bin) {
             check.status = CheckStatus::fail;
-            check.detail = error.what();
+            check.detail = why;
             check.fix = fix;
-            checks.push_back(check);
+        } else {
+            target::VersionResult version = toolchain.version();
+            if (version.call.status == target::CallStatus::ok) {
+                check.detail = fmt::format("{} {} at {}", version.name, version.version, bin->string());
+                toolchain_works = true;
+            } else {
+                check.status = CheckStatus::fail;
+                check.detail = fmt::format("{} found but `version` failed: {}", bin->string(), version.call.message);
+                if (!version.call.process.stderr_text.empty()) {
+                    check.detail += fmt::format(" (stderr: {})", version.call.process.stderr_text.substr(0, 400));
+                }
+                check.fix = "run the version command by hand to see why; rebuild or reinstall the toolchain";
+            }
         }
+        state.checks.push_back(check);
+        if (toolchain_works && state.kernels_config)
+            check_end_to_end(state.checks, toolchain, *state.kernels_config, policy.enabled);
+    } catch (const Error& error) {
+        check.status = CheckStatus::fail;
+        check.detail = error.what();
+        check.fix = fix;
+        state.checks.push_back(check);
     }
+}
 
-    check_database(checks, campaign_dir);
-    check_disk(checks, campaign_dir ? *campaign_dir : fs::temp_directory_path());
-
+/// The checks as text or JSON; the exit code (2 for the first invalid configuration file).
+int print_report(const DoctorState& state, const GlobalOptions& global) {
     int failures = 0;
     const Check* first_config_error = nullptr;
-    for (const Check& check : checks) {
+    for (const Check& check : state.checks) {
         if (check.status == CheckStatus::fail) ++failures;
         if (check.config_error && first_config_error == nullptr) first_config_error = &check;
     }
 
     if (global.json) {
-        nlohmann::json out = {{"ok", failures == 0}, {"target", target_name.value_or("")}, {"checks", nlohmann::json::array()}};
-        if (campaign_dir) out["campaign"] = campaign_dir->string();
+        nlohmann::json out = {
+            {"ok", failures == 0}, {"target", state.target_name.value_or("")}, {"checks", nlohmann::json::array()}};
+        if (state.campaign_dir) out["campaign"] = state.campaign_dir->string();
         out["limit_mechanism"] = std::string(proc::limit_mechanism_name(proc::limit_support().mechanism));
-        for (const Check& check : checks) {
+        for (const Check& check : state.checks) {
             out["checks"].push_back({{"name", check.name},
                                      {"status", std::string(status_label(check.status))},
                                      {"detail", check.detail},
@@ -424,10 +438,10 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
         }
         std::cout << out.dump(2) << '\n';
     } else {
-        std::cout << fmt::format("npuopt doctor — {}\n",
-                                 campaign_dir ? "campaign " + campaign_dir->string()
-                                              : "target " + target_name.value_or("?"));
-        for (const Check& check : checks) {
+        std::cout << fmt::format("npuopt doctor — {}\n", state.campaign_dir
+                                                             ? "campaign " + state.campaign_dir->string()
+                                                             : "target " + state.target_name.value_or("?"));
+        for (const Check& check : state.checks) {
             std::cout << fmt::format("  {:<5} {:<14} {}\n", status_label(check.status), check.name, check.detail);
             if (check.status != CheckStatus::ok && !check.fix.empty()) {
                 std::cout << fmt::format("  {:<5} {:<14} fix: {}\n", "", "", check.fix);
@@ -441,6 +455,30 @@ int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
         return k_exit_usage;
     }
     return failures == 0 ? k_exit_ok : k_exit_failure;
+}
+
+}  // namespace
+
+int run_doctor(const GlobalOptions& global, const DoctorOptions& options) {
+    DoctorState state;
+    state.target_name = options.target;
+    if (options.campaign_dir) state.campaign_dir = fs::absolute(*options.campaign_dir).lexically_normal();
+    if (!state.target_name && !state.campaign_dir && fs::is_regular_file(fs::path(config::k_campaign_file_name))) {
+        state.campaign_dir = fs::current_path();
+    }
+    check_knowledge_dir(state, global);
+    check_campaign_file(state);
+    pick_target(state);
+    check_target(state);
+    check_kernels(state);
+    state.sandbox = proc::probe_sandbox();
+    state.sandbox_required = state.campaign ? state.campaign->sandbox.required : false;
+    check_sandbox(state);
+    check_limits(state);
+    check_toolchain(state);
+    check_database(state.checks, state.campaign_dir);
+    check_disk(state.checks, state.campaign_dir ? *state.campaign_dir : fs::temp_directory_path());
+    return print_report(state, global);
 }
 
 }  // namespace npuopt::cli

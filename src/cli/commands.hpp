@@ -1,5 +1,6 @@
 #pragma once
-// The subcommands of `npuopt`, as plain functions over parsed options. Only app.cpp sees CLI11.
+// The subcommands of `npuopt`, as plain functions over parsed options; their flags are declared
+// in subcommands.cpp (registry.hpp), which with app.cpp and records_cli.cpp alone sees CLI11.
 
 #include <filesystem>
 #include <optional>

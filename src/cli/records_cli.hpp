@@ -2,21 +2,9 @@
 // `npuopt export` and `npuopt import` (records_cli.cpp): subcommands that declare their own
 // flags, so that app.cpp registers each with one call and dispatches it without knowing them.
 
-#include <functional>
-
-#include "cli/commands.hpp"
-
-namespace CLI {
-class App;
-}
+#include "cli/registry.hpp"
 
 namespace npuopt::cli {
-
-/// A subcommand registered from its own file: app.cpp calls `run` when `subcommand` was parsed.
-struct RegisteredCommand {
-    CLI::App* subcommand = nullptr;
-    std::function<int(const GlobalOptions&)> run;
-};
 
 /// `npuopt export CAMPAIGN --out FILE [--kernel K] [--force]`: the campaign's records as JSON Lines.
 RegisteredCommand register_export_command(CLI::App& app);

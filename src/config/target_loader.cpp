@@ -310,9 +310,188 @@ TargetConfig load_target_config(const std::filesystem::path& target_yaml) {
     return config;
 }
 
-KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml, const std::filesystem::path& templates_dir) {
+namespace {
+
+const std::set<std::string>& tensor_roles() {
     static const std::set<std::string> k_roles = {"weight", "input", "output", "state"};
+    return k_roles;
+}
+
+const std::set<std::string>& tensor_dtypes() {
     static const std::set<std::string> k_dtypes = {"fp8_e4m3", "fp4_e2m1", "bf16", "f32", "i32"};
+    return k_dtypes;
+}
+
+/// A map of shape variables to positive integers, at `key`.
+std::map<std::string, std::int64_t> parse_shape_values(const std::filesystem::path& kernels_yaml,
+                                                       const YAML::Node& node, const std::string& key) {
+    if (!node.IsMap()) {
+        detail::fail(kernels_yaml, node, key,
+                     fmt::format("expected a map of shape variables to integers, got {}", detail::describe(node)));
+    }
+    std::map<std::string, std::int64_t> values;
+    for (const auto& entry : node) {
+        std::string var = entry.first.Scalar();
+        std::string var_key = fmt::format("{}.{}", key, var);
+        if (!std::regex_match(var, k_identifier_pattern)) {
+            detail::fail(kernels_yaml, entry.first, var_key, "expected an identifier as the variable name");
+        }
+        std::int64_t value = detail::scalar_integer(kernels_yaml, entry.second, var_key);
+        if (value <= 0) detail::fail(kernels_yaml, entry.second, var_key, "expected a positive integer");
+        values[var] = value;
+    }
+    return values;
+}
+
+/// The kernel's `shape` (one, named default) or `shapes` (named, the first the default), each with
+/// its node for error locations.
+std::vector<YAML::Node> parse_kernel_shapes(const std::filesystem::path& kernels_yaml, Fields& kernel,
+                                            KernelSpec& spec) {
+    if (kernel.has("shape") == kernel.has("shapes")) {
+        kernel.fail_at(kernel.has("shape") ? "shapes" : "shape",
+                       "expected exactly one of 'shape' (one map of shape variables) and 'shapes' (named "
+                       "shapes, the first one the default)");
+    }
+    std::vector<YAML::Node> shape_nodes;  // beside spec.shapes, for error locations
+    if (kernel.has("shape")) {
+        spec.shapes.push_back(
+            {k_default_shape_name, parse_shape_values(kernels_yaml, kernel.node()["shape"], kernel.key_path("shape"))});
+        shape_nodes.push_back(kernel.node()["shape"]);
+    } else {
+        YAML::Node shapes = kernel.node()["shapes"];
+        if (!shapes.IsMap() || shapes.size() == 0) {
+            kernel.fail_at("shapes", fmt::format("expected a non-empty map of shape names to shapes, got {}",
+                                                 detail::describe(shapes)));
+        }
+        for (const auto& entry : shapes) {
+            std::string shape_name = entry.first.Scalar();
+            std::string key = fmt::format("{}.{}", kernel.key_path("shapes"), shape_name);
+            if (!std::regex_match(shape_name, k_shape_name_pattern)) {
+                detail::fail(kernels_yaml, entry.first, key,
+                             "expected a shape name (lowercase letters, digits, '-', '_', '.'), e.g. gemma4-12b");
+            }
+            spec.shapes.push_back({shape_name, parse_shape_values(kernels_yaml, entry.second, key)});
+            shape_nodes.push_back(entry.second);
+            if (spec.shapes.front().values.size() != spec.shapes.back().values.size() ||
+                !std::equal(spec.shapes.front().values.begin(), spec.shapes.front().values.end(),
+                            spec.shapes.back().values.begin(),
+                            [](const auto& lhs, const auto& rhs) { return lhs.first == rhs.first; })) {
+                std::vector<std::string> expected;
+                for (const auto& [var, value] : spec.shapes.front().values)
+                    expected.push_back(var);
+                detail::fail(kernels_yaml, entry.second, key,
+                             fmt::format("expected the same variables as shape '{}' ({})", spec.shapes.front().name,
+                                         fmt::join(expected, ", ")));
+            }
+        }
+    }
+    spec.shape_name = spec.shapes.front().name;
+    spec.shape = spec.shapes.front().values;
+    return shape_nodes;
+}
+
+/// The kernel's `limits`: bounds on shape dimensions (products and quotients of variables).
+void parse_kernel_limits(const std::filesystem::path& kernels_yaml, Fields& kernel, KernelSpec& spec) {
+    if (!kernel.has("limits")) return;
+    YAML::Node limits = kernel.node()["limits"];
+    if (!limits.IsSequence()) {
+        kernel.fail_at("limits", fmt::format("expected a list of limits, got {}", detail::describe(limits)));
+    }
+    for (std::size_t limit_idx = 0; limit_idx < limits.size(); ++limit_idx) {
+        Fields limit(kernels_yaml, limits[limit_idx], fmt::format("{}[{}]", kernel.key_path("limits"), limit_idx),
+                     {"dim", "multiple_of", "min", "max", "why"});
+        ShapeLimit shape_limit;
+        shape_limit.dim = limit.string("dim");
+        shape_limit.why = limit.string("why");
+        std::string why;
+        if (!evaluate_dimension(shape_limit.dim, spec.shape, &why)) {
+            limit.fail_at("dim", fmt::format("'{}' {} (expected a shape variable of kernel '{}' or a "
+                                             "product/quotient of them)",
+                                             shape_limit.dim, why, spec.name));
+        }
+        for (const char* bound : {"multiple_of", "min", "max"}) {
+            if (!limit.has(bound)) continue;
+            const std::int64_t value = limit.integer(bound);
+            if (value <= 0) limit.fail_at(bound, "expected a positive integer");
+            (std::string_view(bound) == "multiple_of" ? shape_limit.multiple_of
+             : std::string_view(bound) == "min"       ? shape_limit.min
+                                                      : shape_limit.max) = value;
+        }
+        if (!shape_limit.multiple_of && !shape_limit.min && !shape_limit.max) {
+            limit.fail_at("dim", "expected at least one bound: multiple_of, min or max");
+        }
+        spec.limits.push_back(std::move(shape_limit));
+    }
+}
+
+/// Every named shape within the kernel's declared limits.
+void check_shapes_within_limits(const std::filesystem::path& kernels_yaml, Fields& kernel, const KernelSpec& spec,
+                                const std::vector<YAML::Node>& shape_nodes) {
+    for (std::size_t shape_idx = 0; shape_idx < spec.shapes.size(); ++shape_idx) {
+        if (auto violation = shape_limit_violation(spec, spec.shapes[shape_idx].values)) {
+            detail::fail(kernels_yaml, shape_nodes[shape_idx],
+                         kernel.has("shape")
+                             ? kernel.key_path("shape")
+                             : fmt::format("{}.{}", kernel.key_path("shapes"), spec.shapes[shape_idx].name),
+                         fmt::format("shape '{}' is outside the kernel's declared limits: {}",
+                                     spec.shapes[shape_idx].name, *violation));
+        }
+    }
+}
+
+/// The kernel's `tensors`: name, role, dtype and a shape valid at every named shape.
+void parse_kernel_tensors(const std::filesystem::path& kernels_yaml, Fields& kernel, KernelSpec& spec) {
+    YAML::Node tensors = kernel.required("tensors", "a list of tensors");
+    if (!tensors.IsSequence()) {
+        kernel.fail_at("tensors", fmt::format("expected a list of tensors, got {}", detail::describe(tensors)));
+    }
+    std::set<std::string> tensor_names;
+    for (std::size_t tensor_idx = 0; tensor_idx < tensors.size(); ++tensor_idx) {
+        Fields tensor(kernels_yaml, tensors[tensor_idx], fmt::format("{}[{}]", kernel.key_path("tensors"), tensor_idx),
+                      {"name", "role", "dtype", "shape"});
+        TensorSpec tensor_spec;
+        tensor_spec.name = tensor.string("name");
+        if (!tensor_names.insert(tensor_spec.name).second) {
+            tensor.fail_at("name", fmt::format("duplicate tensor '{}'", tensor_spec.name));
+        }
+        tensor_spec.role = tensor.string("role");
+        if (!tensor_roles().contains(tensor_spec.role)) {
+            tensor.fail_at("role", fmt::format("'{}' is not a role (expected one of: {})", tensor_spec.role,
+                                               fmt::join(tensor_roles(), ", ")));
+        }
+        tensor_spec.dtype = tensor.string("dtype");
+        if (!tensor_dtypes().contains(tensor_spec.dtype)) {
+            tensor.fail_at("dtype", fmt::format("'{}' is not a dtype (expected one of: {})", tensor_spec.dtype,
+                                                fmt::join(tensor_dtypes(), ", ")));
+        }
+        YAML::Node dims = tensor.required("shape", "a list of integers or shape-variable names");
+        if (!dims.IsSequence()) {
+            tensor.fail_at("shape", fmt::format("expected a list of integers or shape-variable names, got {}",
+                                                detail::describe(dims)));
+        }
+        for (std::size_t dim_idx = 0; dim_idx < dims.size(); ++dim_idx) {
+            std::string key = fmt::format("{}[{}]", tensor.key_path("shape"), dim_idx);
+            std::string dim = detail::scalar_string(kernels_yaml, dims[dim_idx], key);
+            for (const auto& named : spec.shapes) {
+                std::string why;
+                if (evaluate_dimension(dim, named.values, &why)) continue;
+                detail::fail(
+                    kernels_yaml, dims[dim_idx], key,
+                    fmt::format("'{}' {}{} (expected an integer, a shape variable of kernel '{}', or a "
+                                "product/quotient of them such as hidden/16)",
+                                dim, why, spec.shapes.size() > 1 ? fmt::format(" at shape '{}'", named.name) : "",
+                                spec.name));
+            }
+            tensor_spec.shape.push_back(dim);
+        }
+        spec.tensors.push_back(std::move(tensor_spec));
+    }
+}
+
+}  // namespace
+
+KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml,
+                                  const std::filesystem::path& templates_dir) {
     YAML::Node root = detail::load_yaml_file(kernels_yaml);
     Fields top(kernels_yaml, root, "", {"kernels"});
     YAML::Node list = top.required("kernels", "a list of kernels");
@@ -330,160 +509,18 @@ KernelsConfig load_kernels_config(const std::filesystem::path& kernels_yaml, con
         if (!std::regex_match(spec.name, k_identifier_pattern)) kernel.fail_at("name", "expected an identifier");
         if (!names.insert(spec.name).second) kernel.fail_at("name", fmt::format("duplicate kernel '{}'", spec.name));
         spec.description = kernel.string("description");
-
-        if (kernel.has("shape") == kernel.has("shapes")) {
-            kernel.fail_at(kernel.has("shape") ? "shapes" : "shape",
-                           "expected exactly one of 'shape' (one map of shape variables) and 'shapes' (named "
-                           "shapes, the first one the default)");
-        }
-        auto parse_values = [&](const YAML::Node& node, const std::string& key) {
-            if (!node.IsMap()) {
-                detail::fail(kernels_yaml, node, key,
-                             fmt::format("expected a map of shape variables to integers, got {}", detail::describe(node)));
-            }
-            std::map<std::string, std::int64_t> values;
-            for (const auto& entry : node) {
-                std::string var = entry.first.Scalar();
-                std::string var_key = fmt::format("{}.{}", key, var);
-                if (!std::regex_match(var, k_identifier_pattern)) {
-                    detail::fail(kernels_yaml, entry.first, var_key, "expected an identifier as the variable name");
-                }
-                std::int64_t value = detail::scalar_integer(kernels_yaml, entry.second, var_key);
-                if (value <= 0) detail::fail(kernels_yaml, entry.second, var_key, "expected a positive integer");
-                values[var] = value;
-            }
-            return values;
-        };
-        std::vector<YAML::Node> shape_nodes;  // beside spec.shapes, for error locations
-        if (kernel.has("shape")) {
-            spec.shapes.push_back({k_default_shape_name, parse_values(kernel.node()["shape"], kernel.key_path("shape"))});
-            shape_nodes.push_back(kernel.node()["shape"]);
-        } else {
-            YAML::Node shapes = kernel.node()["shapes"];
-            if (!shapes.IsMap() || shapes.size() == 0) {
-                kernel.fail_at("shapes", fmt::format("expected a non-empty map of shape names to shapes, got {}",
-                                                     detail::describe(shapes)));
-            }
-            for (const auto& entry : shapes) {
-                std::string shape_name = entry.first.Scalar();
-                std::string key = fmt::format("{}.{}", kernel.key_path("shapes"), shape_name);
-                if (!std::regex_match(shape_name, k_shape_name_pattern)) {
-                    detail::fail(kernels_yaml, entry.first, key,
-                                 "expected a shape name (lowercase letters, digits, '-', '_', '.'), e.g. gemma4-12b");
-                }
-                spec.shapes.push_back({shape_name, parse_values(entry.second, key)});
-                shape_nodes.push_back(entry.second);
-                if (spec.shapes.front().values.size() != spec.shapes.back().values.size() ||
-                    !std::equal(spec.shapes.front().values.begin(), spec.shapes.front().values.end(),
-                                spec.shapes.back().values.begin(),
-                                [](const auto& lhs, const auto& rhs) { return lhs.first == rhs.first; })) {
-                    std::vector<std::string> expected;
-                    for (const auto& [var, value] : spec.shapes.front().values) expected.push_back(var);
-                    detail::fail(kernels_yaml, entry.second, key,
-                                 fmt::format("expected the same variables as shape '{}' ({})",
-                                             spec.shapes.front().name, fmt::join(expected, ", ")));
-                }
-            }
-        }
-        spec.shape_name = spec.shapes.front().name;
-        spec.shape = spec.shapes.front().values;
-
-        if (kernel.has("limits")) {
-            YAML::Node limits = kernel.node()["limits"];
-            if (!limits.IsSequence()) {
-                kernel.fail_at("limits", fmt::format("expected a list of limits, got {}", detail::describe(limits)));
-            }
-            for (std::size_t limit_idx = 0; limit_idx < limits.size(); ++limit_idx) {
-                Fields limit(kernels_yaml, limits[limit_idx], fmt::format("{}[{}]", kernel.key_path("limits"), limit_idx),
-                             {"dim", "multiple_of", "min", "max", "why"});
-                ShapeLimit shape_limit;
-                shape_limit.dim = limit.string("dim");
-                shape_limit.why = limit.string("why");
-                std::string why;
-                if (!evaluate_dimension(shape_limit.dim, spec.shape, &why)) {
-                    limit.fail_at("dim", fmt::format("'{}' {} (expected a shape variable of kernel '{}' or a "
-                                                     "product/quotient of them)",
-                                                     shape_limit.dim, why, spec.name));
-                }
-                for (const char* bound : {"multiple_of", "min", "max"}) {
-                    if (!limit.has(bound)) continue;
-                    const std::int64_t value = limit.integer(bound);
-                    if (value <= 0) limit.fail_at(bound, "expected a positive integer");
-                    (std::string_view(bound) == "multiple_of" ? shape_limit.multiple_of
-                     : std::string_view(bound) == "min"       ? shape_limit.min
-                                                              : shape_limit.max) = value;
-                }
-                if (!shape_limit.multiple_of && !shape_limit.min && !shape_limit.max) {
-                    limit.fail_at("dim", "expected at least one bound: multiple_of, min or max");
-                }
-                spec.limits.push_back(std::move(shape_limit));
-            }
-        }
-        for (std::size_t shape_idx = 0; shape_idx < spec.shapes.size(); ++shape_idx) {
-            if (auto violation = shape_limit_violation(spec, spec.shapes[shape_idx].values)) {
-                detail::fail(kernels_yaml, shape_nodes[shape_idx],
-                             kernel.has("shape") ? kernel.key_path("shape")
-                                                 : fmt::format("{}.{}", kernel.key_path("shapes"), spec.shapes[shape_idx].name),
-                             fmt::format("shape '{}' is outside the kernel's declared limits: {}",
-                                         spec.shapes[shape_idx].name, *violation));
-            }
-        }
+        const std::vector<YAML::Node> shape_nodes = parse_kernel_shapes(kernels_yaml, kernel, spec);
+        parse_kernel_limits(kernels_yaml, kernel, spec);
+        check_shapes_within_limits(kernels_yaml, kernel, spec, shape_nodes);
 
         Fields tolerance = kernel.map("tolerance", {"atol", "rtol"});
         spec.atol = tolerance.number("atol");
         spec.rtol = tolerance.number("rtol");
         if (spec.atol < 0) tolerance.fail_at("atol", "expected a number >= 0");
         if (spec.rtol < 0) tolerance.fail_at("rtol", "expected a number >= 0");
+        spec.baseline = resolve_against(templates_dir, path_string(kernel, "baseline"));
 
-        std::string baseline = path_string(kernel, "baseline");
-        spec.baseline = resolve_against(templates_dir, baseline);
-
-        YAML::Node tensors = kernel.required("tensors", "a list of tensors");
-        if (!tensors.IsSequence()) {
-            kernel.fail_at("tensors", fmt::format("expected a list of tensors, got {}", detail::describe(tensors)));
-        }
-        std::set<std::string> tensor_names;
-        for (std::size_t tensor_idx = 0; tensor_idx < tensors.size(); ++tensor_idx) {
-            Fields tensor(kernels_yaml, tensors[tensor_idx],
-                          fmt::format("{}[{}]", kernel.key_path("tensors"), tensor_idx),
-                          {"name", "role", "dtype", "shape"});
-            TensorSpec tensor_spec;
-            tensor_spec.name = tensor.string("name");
-            if (!tensor_names.insert(tensor_spec.name).second) {
-                tensor.fail_at("name", fmt::format("duplicate tensor '{}'", tensor_spec.name));
-            }
-            tensor_spec.role = tensor.string("role");
-            if (!k_roles.contains(tensor_spec.role)) {
-                tensor.fail_at("role", fmt::format("'{}' is not a role (expected one of: {})", tensor_spec.role,
-                                                   fmt::join(k_roles, ", ")));
-            }
-            tensor_spec.dtype = tensor.string("dtype");
-            if (!k_dtypes.contains(tensor_spec.dtype)) {
-                tensor.fail_at("dtype", fmt::format("'{}' is not a dtype (expected one of: {})", tensor_spec.dtype,
-                                                    fmt::join(k_dtypes, ", ")));
-            }
-            YAML::Node dims = tensor.required("shape", "a list of integers or shape-variable names");
-            if (!dims.IsSequence()) {
-                tensor.fail_at("shape", fmt::format("expected a list of integers or shape-variable names, got {}",
-                                                    detail::describe(dims)));
-            }
-            for (std::size_t dim_idx = 0; dim_idx < dims.size(); ++dim_idx) {
-                std::string key = fmt::format("{}[{}]", tensor.key_path("shape"), dim_idx);
-                std::string dim = detail::scalar_string(kernels_yaml, dims[dim_idx], key);
-                for (const auto& named : spec.shapes) {
-                    std::string why;
-                    if (evaluate_dimension(dim, named.values, &why)) continue;
-                    detail::fail(kernels_yaml, dims[dim_idx], key,
-                                 fmt::format("'{}' {}{} (expected an integer, a shape variable of kernel '{}', or a "
-                                             "product/quotient of them such as hidden/16)",
-                                             dim, why,
-                                             spec.shapes.size() > 1 ? fmt::format(" at shape '{}'", named.name) : "",
-                                             spec.name));
-                }
-                tensor_spec.shape.push_back(dim);
-            }
-            spec.tensors.push_back(std::move(tensor_spec));
-        }
+        parse_kernel_tensors(kernels_yaml, kernel, spec);
         config.kernels.push_back(std::move(spec));
     }
     return config;

@@ -281,37 +281,20 @@ void warn_cgroup_failed_once(const std::string& reason) {
                  reason);
 }
 
-/// Everything the process itself produced: spawn, capture, timeout, reap.
-Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
-                      const std::filesystem::path& cwd, const Command& command) {
-    Result result;
-    const Limits& limits = command.limits;
-    const auto start = Clock::now();
+/// A cgroup for one call where the machine has one (memory and processes summed over the call,
+/// and whatever the call leaves behind killed with it); none where it has not, or making it failed.
+std::optional<detail::CallCgroup> make_call_cgroup(const Limits& limits) {
+    if (!limits.use_cgroups) return std::nullopt;
+    const detail::CgroupHome& home = detail::cached_cgroup_home();
+    if (home.mechanism == LimitMechanism::rlimit) return std::nullopt;
+    std::string cgroup_error;
+    auto made = detail::CallCgroup::create(home, limits, &cgroup_error);
+    if (!made) warn_cgroup_failed_once(cgroup_error);
+    return made;
+}
 
-    std::vector<std::string> env_strings;
-    for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
-    std::vector<char*> argv_pointers = c_strings(argv);
-    std::vector<char*> envp_pointers = c_strings(env_strings);
-    // A cgroup per call where the machine has one: memory and processes summed over the call,
-    // and whatever the call leaves behind (a daemon in its own session) is killed with it.
-    std::optional<detail::CallCgroup> cgroup;
-    if (limits.use_cgroups) {
-        const detail::CgroupHome& home = detail::cached_cgroup_home();
-        if (home.mechanism != LimitMechanism::rlimit) {
-            std::string cgroup_error;
-            if (auto made = detail::CallCgroup::create(home, limits, &cgroup_error)) {
-                cgroup.emplace(std::move(*made));
-            } else {
-                warn_cgroup_failed_once(cgroup_error);
-            }
-        }
-    }
-    static const std::vector<int> k_no_fds;
-    const std::vector<int>& cgroup_fds = cgroup ? cgroup->procs_fds() : k_no_fds;
-    std::vector<RlimitPlan> rlimits = plan_rlimits(limits, cgroup.has_value());
-    std::string cwd_text = cwd.string();
-    result.limit_mechanism = cgroup ? detail::cached_cgroup_home().mechanism : LimitMechanism::rlimit;
-
+/// The child's stdin: the command's data in a memory file, else /dev/null; an invalid Fd on failure.
+Fd stdin_for(const Command& command) {
     Fd stdin_fd;
     if (command.stdin_data) {
         stdin_fd.reset(lift_fd(static_cast<int>(::syscall(SYS_memfd_create, "npuopt-stdin", MFD_CLOEXEC))));
@@ -330,6 +313,117 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
     } else {
         stdin_fd.reset(lift_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
     }
+    return stdin_fd;
+}
+
+/// How supervising a child ended.
+struct Supervised {
+    bool timed_out = false;
+    bool pipes_left_open = false;  ///< the drain ended with a pipe still open: an escaped process holds it
+};
+
+/// The running child's output read until it exits (and its pipes drain) or the timeout kills it:
+/// SIGTERM to its process group at the deadline, SIGKILL after the grace.
+Supervised supervise(pid_t pid, Fd& out_read, Fd& err_read, std::optional<detail::CallCgroup>& cgroup,
+                     const Limits& limits, Clock::time_point start, CappedBuffer& stdout_buffer,
+                     CappedBuffer& stderr_buffer) {
+    Supervised result;
+#ifdef SYS_pidfd_open
+    Fd pid_fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+#else
+    Fd pid_fd;
+#endif
+    const bool has_deadline = limits.timeout_secs > 0;
+    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(has_deadline ? limits.timeout_secs : 0.0));
+    std::optional<Clock::time_point> kill_at;  // set when SIGTERM went out
+    bool killed_hard = false;
+    std::optional<Clock::time_point> drain_until;  // set once the child has exited
+
+    while (out_read.get() >= 0 || err_read.get() >= 0 || !drain_until) {
+        const auto now = Clock::now();
+        if (!drain_until && has_exited(pid)) {
+            ::kill(-pid, SIGKILL);           // nothing of the call outlives it (the zombie keeps the group id ours)
+            if (cgroup) cgroup->kill_all();  // not even what left the process group
+            drain_until =
+                now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(k_drain_secs));
+            continue;
+        }
+        if (drain_until && now >= *drain_until) break;  // an escaped process holds the pipes: stop reading
+        if (!drain_until && has_deadline && now >= deadline && !kill_at) {
+            result.timed_out = true;
+            ::kill(-pid, SIGTERM);
+            kill_at = now + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(std::max(0.0, limits.kill_grace_secs)));
+        }
+        if (!drain_until && kill_at && now >= *kill_at && !killed_hard) {
+            ::kill(-pid, SIGKILL);
+            if (cgroup) cgroup->kill_all();
+            killed_hard = true;
+        }
+
+        // How long poll may sleep: to the next thing we must do.
+        Clock::time_point wake = Clock::time_point::max();
+        if (drain_until)
+            wake = *drain_until;
+        else if (kill_at && !killed_hard)
+            wake = *kill_at;
+        else if (has_deadline && !kill_at)
+            wake = deadline;
+        double wait_secs =
+            wake == Clock::time_point::max() ? 3600.0 : std::chrono::duration<double>(wake - now).count();
+        if (!drain_until && pid_fd.get() < 0) wait_secs = std::min(wait_secs, k_poll_slice_secs);
+        int wait_ms = static_cast<int>(std::clamp(wait_secs * 1000.0 + 1.0, 0.0, 3'600'000.0));
+
+        pollfd fds[3];
+        nfds_t count = 0;
+        int out_index = -1, err_index = -1;
+        if (out_read.get() >= 0) {
+            out_index = static_cast<int>(count);
+            fds[count++] = {out_read.get(), POLLIN, 0};
+        }
+        if (err_read.get() >= 0) {
+            err_index = static_cast<int>(count);
+            fds[count++] = {err_read.get(), POLLIN, 0};
+        }
+        if (!drain_until && pid_fd.get() >= 0) fds[count++] = {pid_fd.get(), POLLIN, 0};
+        int ready = ::poll(fds, count, wait_ms);
+        if (ready < 0 && errno != EINTR) break;
+        if (ready <= 0) continue;
+        if (out_index >= 0 && fds[out_index].revents != 0 && !drain_available(out_read.get(), stdout_buffer)) {
+            out_read.reset();
+        }
+        if (err_index >= 0 && fds[err_index].revents != 0 && !drain_available(err_read.get(), stderr_buffer)) {
+            err_read.reset();
+        }
+    }
+
+    result.pipes_left_open = drain_until && (out_read.get() >= 0 || err_read.get() >= 0);
+    return result;
+}
+
+/// Everything the process itself produced: spawn, capture, timeout, reap.
+Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
+                      const std::filesystem::path& cwd, const Command& command) {
+    Result result;
+    const Limits& limits = command.limits;
+    const auto start = Clock::now();
+
+    std::vector<std::string> env_strings;
+    for (const auto& [name, value] : env)
+        env_strings.push_back(name + "=" + value);
+    std::vector<char*> argv_pointers = c_strings(argv);
+    std::vector<char*> envp_pointers = c_strings(env_strings);
+    // A cgroup per call where the machine has one: memory and processes summed over the call,
+    // and whatever the call leaves behind (a daemon in its own session) is killed with it.
+    std::optional<detail::CallCgroup> cgroup = make_call_cgroup(limits);
+    static const std::vector<int> k_no_fds;
+    const std::vector<int>& cgroup_fds = cgroup ? cgroup->procs_fds() : k_no_fds;
+    std::vector<RlimitPlan> rlimits = plan_rlimits(limits, cgroup.has_value());
+    std::string cwd_text = cwd.string();
+    result.limit_mechanism = cgroup ? detail::cached_cgroup_home().mechanism : LimitMechanism::rlimit;
+
+    Fd stdin_fd = stdin_for(command);
     Fd out_read, out_write, err_read, err_write, fail_read, fail_write;
     if (stdin_fd.get() < 0 || !make_pipe(out_read, out_write) || !make_pipe(err_read, err_write) ||
         !make_pipe(fail_read, fail_write)) {
@@ -370,74 +464,11 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
 
     ::fcntl(out_read.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(err_read.get(), F_SETFL, O_NONBLOCK);
-#ifdef SYS_pidfd_open
-    Fd pid_fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-#else
-    Fd pid_fd;
-#endif
-
     CappedBuffer stdout_buffer(limits.output_cap_bytes);
     CappedBuffer stderr_buffer(limits.output_cap_bytes);
-    const bool has_deadline = limits.timeout_secs > 0;
-    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(has_deadline ? limits.timeout_secs : 0.0));
-    std::optional<Clock::time_point> kill_at;  // set when SIGTERM went out
-    bool killed_hard = false;
-    std::optional<Clock::time_point> drain_until;  // set once the child has exited
-
-    while (out_read.get() >= 0 || err_read.get() >= 0 || !drain_until) {
-        const auto now = Clock::now();
-        if (!drain_until && has_exited(pid)) {
-            ::kill(-pid, SIGKILL);  // nothing of the call outlives it (the zombie keeps the group id ours)
-            if (cgroup) cgroup->kill_all();  // not even what left the process group
-            drain_until = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(k_drain_secs));
-            continue;
-        }
-        if (drain_until && now >= *drain_until) break;  // an escaped process holds the pipes: stop reading
-        if (!drain_until && has_deadline && now >= deadline && !kill_at) {
-            result.timed_out = true;
-            ::kill(-pid, SIGTERM);
-            kill_at = now + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(std::max(0.0, limits.kill_grace_secs)));
-        }
-        if (!drain_until && kill_at && now >= *kill_at && !killed_hard) {
-            ::kill(-pid, SIGKILL);
-            if (cgroup) cgroup->kill_all();
-            killed_hard = true;
-        }
-
-        // How long poll may sleep: to the next thing we must do.
-        Clock::time_point wake = Clock::time_point::max();
-        if (drain_until) wake = *drain_until;
-        else if (kill_at && !killed_hard) wake = *kill_at;
-        else if (has_deadline && !kill_at) wake = deadline;
-        double wait_secs = wake == Clock::time_point::max() ? 3600.0
-                                                            : std::chrono::duration<double>(wake - now).count();
-        if (!drain_until && pid_fd.get() < 0) wait_secs = std::min(wait_secs, k_poll_slice_secs);
-        int wait_ms = static_cast<int>(std::clamp(wait_secs * 1000.0 + 1.0, 0.0, 3'600'000.0));
-
-        pollfd fds[3];
-        nfds_t count = 0;
-        int out_index = -1, err_index = -1;
-        if (out_read.get() >= 0) {
-            out_index = static_cast<int>(count);
-            fds[count++] = {out_read.get(), POLLIN, 0};
-        }
-        if (err_read.get() >= 0) {
-            err_index = static_cast<int>(count);
-            fds[count++] = {err_read.get(), POLLIN, 0};
-        }
-        if (!drain_until && pid_fd.get() >= 0) fds[count++] = {pid_fd.get(), POLLIN, 0};
-        int ready = ::poll(fds, count, wait_ms);
-        if (ready < 0 && errno != EINTR) break;
-        if (ready <= 0) continue;
-        if (out_index >= 0 && fds[out_index].revents != 0 && !drain_available(out_read.get(), stdout_buffer)) {
-            out_read.reset();
-        }
-        if (err_index >= 0 && fds[err_index].revents != 0 && !drain_available(err_read.get(), stderr_buffer)) {
-            err_read.reset();
-        }
-    }
+    const Supervised supervised =
+        supervise(pid, out_read, err_read, cgroup, limits, start, stdout_buffer, stderr_buffer);
+    result.timed_out = supervised.timed_out;
 
     int status = 0;
     rusage usage{};
@@ -459,7 +490,7 @@ Result spawn_and_wait(std::vector<std::string> argv, const std::map<std::string,
     result.stderr_truncated = stderr_buffer.truncated();
     result.stdout_bytes = stdout_buffer.total();
     result.stderr_bytes = stderr_buffer.total();
-    if (drain_until && (out_read.get() >= 0 || err_read.get() >= 0)) {
+    if (supervised.pipes_left_open) {
         log::warn("proc: {} left a process holding its output open (it escaped the process group)", argv[0]);
     }
     return result;

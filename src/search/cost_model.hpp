@@ -42,8 +42,30 @@ struct CostTerms {
 /// The key of a parameter value in CostModel::param_effects ("NAME=value").
 std::string param_key(const std::string& name, double value);
 
-/// Predicts cycles and learns a per-family correction.
-class CostModel {
+/// The cost-model interface roles and the kernel search are written against: a prediction of a
+/// design's cycles, learning from what was measured (`observe`, the update), and what explains a
+/// prediction (its terms, the learnt effect of a parameter's values). CostModel is the one the
+/// campaign uses; a test gives a role any other (tests/search/test_cycle_predictor.cpp).
+class CyclePredictor {
+public:
+    virtual ~CyclePredictor() = default;
+    /// Predicted cycles of a design of `family` with these quantities (and parameter values);
+    /// nullopt when the predictor can say nothing about it.
+    virtual std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities,
+                                          const std::map<std::string, double>* params = nullptr) const = 0;
+    /// Learn from a measured design of `family`.
+    virtual void observe(const std::string& family, const std::map<std::string, double>& quantities,
+                         double measured_cycles, const std::map<std::string, double>* params = nullptr) = 0;
+    /// The terms a prediction is made of (none: the predictor has no terms).
+    virtual CostTerms terms(const std::map<std::string, double>& quantities) const = 0;
+    /// The declaration of the term named `name`, or nullptr.
+    virtual const config::CostTermSpec* term_spec(const std::string& name) const = 0;
+    /// The learnt effect of each "NAME=value" of `family` on log cycles (negative: faster).
+    virtual std::map<std::string, double> param_effects(const std::string& family) const = 0;
+};
+
+/// Predicts cycles from the target's declared cost terms and learns a per-family correction.
+class CostModel final : public CyclePredictor {
 public:
     CostModel();
     /// Compiles the model's declared cost terms (none when the target declares none).
@@ -52,29 +74,29 @@ public:
     CostModel& operator=(const CostModel&);
     CostModel(CostModel&&) noexcept;
     CostModel& operator=(CostModel&&) noexcept;
-    ~CostModel();
+    ~CostModel() override;
 
-    CostTerms terms(const std::map<std::string, double>& quantities) const;
+    CostTerms terms(const std::map<std::string, double>& quantities) const override;
     /// Uncorrected prediction; nullopt when the quantities say nothing the model can use.
     std::optional<double> predict_base(const std::map<std::string, double>& quantities) const;
     /// Prediction with the family's learnt correction, and with the learnt effects of `params`'
     /// values when given (a value never measured has no effect).
     std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities,
-                                  const std::map<std::string, double>* params = nullptr) const;
+                                  const std::map<std::string, double>* params = nullptr) const override;
 
     /// Learn from a measured design of `family` (with its parameter values, when it has any);
     /// refits that family's correction and parameter effects.
     void observe(const std::string& family, const std::map<std::string, double>& quantities, double measured_cycles,
-                 const std::map<std::string, double>* params = nullptr);
+                 const std::map<std::string, double>* params = nullptr) override;
     /// The learnt effect of each "NAME=value" of `family` on log cycles (negative: faster).
-    std::map<std::string, double> param_effects(const std::string& family) const;
+    std::map<std::string, double> param_effects(const std::string& family) const override;
     /// log(measured / predicted) ≈ offset + slope × (log predicted − centre), least squares per family.
     struct Correction { double offset = 0.0; double slope = 0.0; double centre = 0.0; std::size_t points = 0; };
     Correction correction(const std::string& family) const;
 
     const knowledge::HardwareModel& hardware() const { return m_model; }
     /// The declaration of the term named `name`, or nullptr.
-    const config::CostTermSpec* term_spec(const std::string& name) const;
+    const config::CostTermSpec* term_spec(const std::string& name) const override;
 
 private:
     struct Point { double log_predicted; double log_ratio; std::map<std::string, double> params; };

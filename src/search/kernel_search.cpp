@@ -15,10 +15,14 @@ std::vector<std::string> role_names(const std::vector<std::unique_ptr<Role>>& ro
 }  // namespace
 
 KernelSearch::KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, CostModel cost_model)
+    : KernelSearch(std::move(kernel), std::move(roles), std::make_unique<CostModel>(std::move(cost_model))) {}
+
+KernelSearch::KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles,
+                           std::unique_ptr<CyclePredictor> cost_model)
     : m_kernel(std::move(kernel)),
       m_roles(std::move(roles)),
       m_scheduler(role_names(m_roles)),
-      m_cost_model(std::move(cost_model)) {}
+      m_cost_model(cost_model ? std::move(cost_model) : std::make_unique<CostModel>()) {}
 
 void KernelSearch::start() {
     for (auto& role : m_roles) role->start(m_kernel);
@@ -35,7 +39,7 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     context.champion = request.champion;
     context.champion_cycles = request.champion_cycles;
     context.speed_of_light_cycles = request.speed_of_light_cycles;
-    context.cost_model = &m_cost_model;
+    context.cost_model = m_cost_model.get();
     context.is_known = [this](const std::string& hash) { return is_known(hash); };
     context.rule_check = request.rule_check;
     // A family counts as explored once a design of it was measured; one whose designs keep
@@ -112,7 +116,7 @@ void KernelSearch::notify(const StepFeedback& feedback) {
     mark_known(design.content_hash);
     m_designs += 1;
     count_family(design.family, feedback.measured());
-    if (feedback.measured()) m_cost_model.observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
+    if (feedback.measured()) m_cost_model->observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
     if (feedback.scored) {
         const double token_secs = feedback.proposal.llm
                                       ? m_token_price * static_cast<double>(feedback.proposal.llm->charged_tokens) / 1000.0
@@ -130,7 +134,7 @@ void KernelSearch::replay(const std::string& content_hash, const std::string& fa
     m_designs += 1;
     const bool measured = cycles.has_value() && eval::step_measured(verdict);
     count_family(family, measured);
-    if (measured) m_cost_model.observe(family, quantities, *cycles, &params);
+    if (measured) m_cost_model->observe(family, quantities, *cycles, &params);
 }
 
 }  // namespace npuopt::search

@@ -35,6 +35,8 @@ struct ProposalRequest {
 class KernelSearch {
 public:
     KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, CostModel cost_model);
+    /// With any cost model behind the interface (a test's fake, another target's model).
+    KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, std::unique_ptr<CyclePredictor> cost_model);
 
     /// Before the first proposal of a run: every role's start().
     void start();
@@ -57,8 +59,8 @@ public:
 
     Scheduler& scheduler() { return m_scheduler; }
     const Scheduler& scheduler() const { return m_scheduler; }
-    CostModel& cost_model() { return m_cost_model; }
-    const CostModel& cost_model() const { return m_cost_model; }
+    CyclePredictor& cost_model() { return *m_cost_model; }
+    const CyclePredictor& cost_model() const { return *m_cost_model; }
     const std::vector<std::unique_ptr<Role>>& roles() const { return m_roles; }
     /// Designs tried so far (this run and replayed).
     std::int64_t designs() const { return m_designs; }
@@ -74,7 +76,7 @@ private:
     std::string m_kernel;
     std::vector<std::unique_ptr<Role>> m_roles;
     Scheduler m_scheduler;
-    CostModel m_cost_model;
+    std::unique_ptr<CyclePredictor> m_cost_model;  ///< never null
     std::set<std::string> m_known_hashes;
     std::map<std::string, std::int64_t> m_family_designs;  ///< measured designs per family
     std::map<std::string, std::int64_t> m_family_failed;   ///< designs per family that ended without a measurement

@@ -146,7 +146,7 @@ bool clearly_better(const std::optional<double>& candidate, const std::optional<
 /// sweep moves every parameter to its best predicted value, and only a clearly better prediction
 /// moves it, so a parameter the model cannot see (an overlap or layout choice) keeps its start
 /// value — the template's documented default when the descent starts there.
-std::optional<ScoredAssignment> descend(const SearchContext& context, const Template& tmpl, ScoredAssignment start) {
+ScoredAssignment descend(const SearchContext& context, const Template& tmpl, ScoredAssignment start) {
     constexpr int k_max_sweeps = 6;
     for (int sweep = 0; sweep < k_max_sweeps; ++sweep) {
         bool moved = false;
@@ -196,8 +196,8 @@ std::optional<ScoredAssignment> entry_point(const SearchContext& context, const 
     if (defaults && defaults->predicted) best = descend(context, tmpl, *defaults);
     for (const auto& sample : ranked) {
         if (!sample.predicted) continue;
-        auto other = descend(context, tmpl, sample);
-        if (other && (!best || clearly_better(other->predicted, best->predicted))) best = std::move(other);
+        ScoredAssignment other = descend(context, tmpl, sample);
+        if (!best || clearly_better(other.predicted, best->predicted)) best = std::move(other);
         break;  // the best-ranked sample only
     }
     if (!best) return best;
@@ -290,19 +290,20 @@ public:
         });
         // the unmeasured families entered at the model's best point for this chip (the defaults
         // where the model has no prediction), the one predicted fastest first
-        std::vector<ScoredAssignment> defaults;
+        std::vector<ScoredAssignment> entries;
         for (const auto& family : families) {
             if (family.explored != 0) continue;
-            if (family.entry) defaults.push_back(*family.entry);
-            else if (family.defaults) defaults.push_back(*family.defaults);
+            if (family.entry) entries.push_back(*family.entry);
+            else if (family.defaults) entries.push_back(*family.defaults);
         }
-        std::stable_sort(defaults.begin(), defaults.end(), [](const ScoredAssignment& lhs, const ScoredAssignment& rhs) {
+        std::stable_sort(entries.begin(), entries.end(), [](const ScoredAssignment& lhs, const ScoredAssignment& rhs) {
             return lhs.predicted.value_or(1e300) < rhs.predicted.value_or(1e300);
         });
+        // then the defaults of the families entered elsewhere
         for (const auto& family : families) {
-            if (family.explored == 0 && family.entry && family.defaults) defaults.push_back(*family.defaults);
+            if (family.explored == 0 && family.entry && family.defaults) entries.push_back(*family.defaults);
         }
-        ordered.insert(ordered.end(), defaults.begin(), defaults.end());
+        ordered.insert(ordered.end(), entries.begin(), entries.end());
         std::size_t depth = 0;
         for (const auto& family : families) {
             if (family.explored == 0) depth = std::max(depth, family.ranked.size());

@@ -34,7 +34,7 @@ struct SearchContext {
     std::optional<Design> champion;                     ///< none before the baseline is measured
     double champion_cycles = 0.0;                       ///< measured median (0 when unknown)
     double speed_of_light_cycles = 0.0;                 ///< the weight-movement minimum (0 when unknown)
-    const CostModel* cost_model = nullptr;
+    const CyclePredictor* cost_model = nullptr;           ///< none: roles rank by nothing the model says
     std::function<bool(const std::string& content_hash)> is_known;  ///< evaluated (or in flight) already
     RuleCheck rule_check;                               ///< may be empty: no rules known
     /// designs measured per family so far (a design that failed to compile or was skipped before

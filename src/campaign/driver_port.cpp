@@ -1,0 +1,177 @@
+// Porting across a toolchain update (the baseline re-measured, the old champion ported and
+// raced), re-validation of a champion against its predecessor, and the source rewrites fix-its taught.
+
+#include "campaign/driver_impl.hpp"
+
+#include <fmt/format.h>
+
+#include "campaign/porting.hpp"
+
+namespace npuopt::campaign {
+
+using namespace driver_detail;
+
+bool strict_phase = false;  ///< the evaluator runs its strict preset (campaign age ≥ strict_after)
+std::string toolchain_version;
+std::string toolchain_identity;                  ///< Evaluator::toolchain_identity at the last check
+std::string last_step_reason;                    ///< the final reason of the last evaluated step
+bool port_measure_only = false;                  ///< evaluate_step checks and measures without an opponent (a port)
+bool port_unclear = false;                       ///< the last measure-only step was not clearly below the baseline
+std::vector<knowledge::SourceRewrite> rewrites;  ///< applied to every source before it is hashed
+
+// ---- rewrites and known failures --------------------------------------------------------
+
+/// Every template's instantiations pass through the rewrites of this toolchain version.
+void CampaignDriver::Impl::install_rewrites() {
+    if (!options.source_rules) return;
+    rewrites = options.source_rules->rewrites();
+    install_source_rewrites(kernels, rewrites);
+}
+
+std::optional<search::Design> CampaignDriver::Impl::ported(const KernelRuntime& kernel,
+                                                           const search::Design& design) const {
+    return rewritten_design(kernel, design, rewrites);
+}
+
+std::vector<std::shared_ptr<search::Template>> CampaignDriver::Impl::open_templates(const KernelRuntime& kernel,
+                                                                                    std::string* why) const {
+    return campaign::open_templates(kernel, options.source_rules, why);
+}
+
+void CampaignDriver::Impl::block_kernel(KernelRuntime& kernel, const std::string& why) {
+    kernel.state = KernelState::blocked;
+    kernel.reason = fmt::format("every family fails under {} with a known failure: {}", toolchain_version, why);
+    store::Transaction transaction = records.store().database().transaction();
+    records.save_kernel(kernel);
+    records.emit("kernel_blocked",
+                 {{"kernel", kernel.name()}, {"toolchain_version", toolchain_version}, {"reason", kernel.reason}});
+    transaction.commit();
+}
+
+void CampaignDriver::Impl::revalidate(KernelRuntime& kernel, const std::string& why) {
+    auto tree = records.trees();
+    auto path = tree.champion_path(kernel.name());
+    kernel.accepts_since_revalidation = 0;
+    kernel.revalidate_pending = false;
+    if (path.size() < 2 || !kernel.champion) {
+        store::Transaction transaction = records.store().database().transaction();
+        records.save_kernel(kernel);
+        transaction.commit();
+        return;
+    }
+    const auto& predecessor_link = path[path.size() - 2];
+    auto predecessor_record = records.store().find_design(predecessor_link.design_id);
+    auto predecessor_design =
+        predecessor_record ? records.design_from_record(kernel, *predecessor_record) : std::nullopt;
+    if (!predecessor_design) return;
+    eval::Champion champion = *champion_of(kernel);
+    eval::Champion predecessor;
+    predecessor.candidate = records.candidate_of(*predecessor_design, predecessor_link.design_id, std::nullopt);
+    predecessor.cycles_median = predecessor_link.cycles;
+    evaluator->set_device_run_allowance(device_runs_left());
+    const eval::Outcome outcome = evaluator->revalidate(champion, predecessor, kernel.setup.context);
+    // a re-validation the budget cut short decided nothing: the champion stays
+    const bool holds = outcome.accepted || outcome.budget_exhausted;
+    counters.device_runs += outcome.device_runs;
+    counters.device_secs += outcome.device_secs;
+    evaluator->commit_step([&] {
+        store::Transaction transaction = records.store().database().transaction();
+        if (!holds) {
+            tree.end_champion(path.back().id, fmt::format("re-validation ({}) failed: {}", why, final_reason(outcome)));
+        }
+        records.save_counters(counters);
+        records.save_kernel(kernel);
+        records.emit("revalidation", {{"kernel", kernel.name()},
+                                      {"why", why},
+                                      {"champion_design_id", kernel.champion_design_id},
+                                      {"holds", holds},
+                                      {"reason", final_reason(outcome)}});
+        transaction.commit();
+    });
+    counters.device_runs_this_run += outcome.device_runs;
+    if (!holds) records.load_champion(kernel, predecessor_link);
+}
+
+void CampaignDriver::Impl::port_kernel(KernelRuntime& kernel) {
+    const std::string from = kernel.ported_from;
+    std::vector<search::Design> candidates = port_candidates(records, kernel, 2 * options.port_attempts);
+    kernel.port_pending = false;
+    if (!kernel.port_baseline_done) {
+        kernel.port_before = {
+            {"champion", kernel.champion ? kernel.champion->label() : std::string()},
+            {"champion_cycles", kernel.champion_cycles},
+            {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nlohmann::json()}};
+        records.emit("port_started", {{"kernel", kernel.name()},
+                                      {"from", from},
+                                      {"to", toolchain_version},
+                                      {"before", kernel.port_before},
+                                      {"candidates", candidates.size()}});
+        kernel.champion.reset();
+        kernel.champion_design_id = 0;
+        kernel.champion_cycles = 0.0;
+        kernel.baseline_cycles.reset();
+        kernel.baseline_tried = false;
+        kernel.baseline_failure.clear();
+        step_baseline(kernel);
+        kernel.port_baseline_done = true;
+    }
+    const std::int64_t baseline_id = kernel.champion_design_id;
+    std::string lost;
+    int attempts = 0;
+    for (const auto& design : candidates) {
+        if (attempts >= options.port_attempts || !kernel.active()) break;
+        auto port = ported(kernel, design);
+        if (!port) continue;
+        ++attempts;
+        search::Proposal proposal;
+        proposal.design = *port;
+        proposal.role = "porter";
+        proposal.move = fmt::format("port to {}", toolchain_version);
+        proposal.reason =
+            fmt::format("{} under {}{}", design.label(), from.empty() ? "the old toolchain" : from,
+                        port->content_hash == design.content_hash ? " (source unchanged)" : " (source rewritten)");
+        if (kernel.champion) {
+            proposal.predicted_cycles =
+                kernel.search.cost_model().predict(port->family, port->quantities_and_features(), &port->params);
+        }
+        port_measure_only = true;
+        eval::StepVerdict verdict = evaluate_step(kernel, proposal);
+        port_measure_only = false;
+        if (port_unclear) verdict = evaluate_step(kernel, proposal);  // close to the baseline: a race decides
+        if (kernel.champion && kernel.champion_design_id != baseline_id) break;
+        if (lost.empty()) {
+            lost = fmt::format("{} could not be ported ({}: {})", design.label(), eval::step_verdict_name(verdict),
+                               last_step_reason);
+        }
+    }
+    const bool ported_one = kernel.champion && kernel.champion_design_id != baseline_id;
+    const auto runs_left = device_runs_left();
+    if (!ported_one && runs_left && *runs_left <= 0 && kernel.active()) {
+        kernel.port_pending = true;  // the budget ran out mid-port: the next run goes on from here
+        store::Transaction transaction = records.store().database().transaction();
+        records.save_kernel(kernel);
+        records.emit(
+            "port_paused",
+            {{"kernel", kernel.name()}, {"reason", "the device-run budget is spent"}, {"last", last_step_reason}});
+        transaction.commit();
+        return;
+    }
+    kernel.port_baseline_done = false;
+    nlohmann::json event = {
+        {"kernel", kernel.name()},
+        {"from", from},
+        {"to", toolchain_version},
+        {"before", kernel.port_before},
+        {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nlohmann::json()},
+        {"champion", kernel.champion ? kernel.champion->label() : std::string()},
+        {"champion_cycles", kernel.champion_cycles},
+        {"champion_ported", ported_one && lost.empty()},
+        {"attempts", attempts},
+        {"lost", lost}};
+    store::Transaction transaction = records.store().database().transaction();
+    records.save_kernel(kernel);
+    records.emit("port_finished", event);
+    transaction.commit();
+}
+
+}  // namespace npuopt::campaign

@@ -1,0 +1,160 @@
+// The roles and the kernel search are written against the cost-model interface (CyclePredictor),
+// not npuopt's roofline model: a fake predictor in memory steers the architect's entry point and
+// is the one the kernel search teaches from measured steps and hands to every role.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/template_config.hpp"
+#include "search/cost_model.hpp"
+#include "search/kernel_search.hpp"
+#include "search/roles.hpp"
+#include "search_test_util.hpp"
+
+using namespace npuopt;
+using npuopt::test::ScratchDir;
+
+namespace {
+
+/// Cycles from the parameter values alone: a bowl with its bottom at ENGINES 4, PACKET 1024,
+/// ROWS 16 for family tiles (BUFFERS changes nothing); every stream design is far slower.
+class FakePredictor final : public search::CyclePredictor {
+public:
+    struct Observation {
+        std::string family;
+        double cycles = 0.0;
+    };
+    std::vector<Observation> observed;
+
+    std::optional<double> predict(const std::string& family, const std::map<std::string, double>&,
+                                  const std::map<std::string, double>* params) const override {
+        if (!params) return std::nullopt;
+        if (family != "tiles") return 1.0e9;
+        const auto at = [&](const char* name) { return params->count(name) ? params->at(name) : 0.0; };
+        return 1000.0 + 300.0 * std::abs(std::log2(at("PACKET") / 1024.0)) + 40.0 * std::abs(at("ROWS") - 16.0) +
+               60.0 * std::abs(at("ENGINES") - 4.0);
+    }
+    void observe(const std::string& family, const std::map<std::string, double>&, double measured_cycles,
+                 const std::map<std::string, double>*) override {
+        observed.push_back({family, measured_cycles});
+    }
+    search::CostTerms terms(const std::map<std::string, double>&) const override { return {}; }
+    const config::CostTermSpec* term_spec(const std::string&) const override { return nullptr; }
+    std::map<std::string, double> param_effects(const std::string&) const override { return {}; }
+};
+
+config::KernelSpec toy_kernel(const std::filesystem::path& dir) {
+    config::KernelSpec kernel;
+    kernel.name = "toy";
+    kernel.shape = {{"n", 1024}};
+    kernel.baseline = dir / "baseline_toy.rs";
+    return kernel;
+}
+
+/// A role that remembers which cost model it was handed.
+class PeekingRole final : public search::Role {
+public:
+    explicit PeekingRole(const search::CyclePredictor** seen) : m_seen(seen) {}
+    std::string name() const override { return "peek"; }
+    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
+        *m_seen = context.cost_model;
+        search::Proposal proposal;
+        proposal.design.content_hash = "p1";
+        proposal.design.family = "tiles";
+        proposal.design.quantities = {{"weight_bytes", 1.0}};
+        proposal.role = "peek";
+        return context.is_known("p1") ? std::vector<search::Proposal>{} : std::vector<search::Proposal>{proposal};
+    }
+
+private:
+    const search::CyclePredictor** m_seen;
+};
+
+}  // namespace
+
+TEST_CASE("cycle predictor: the architect enters a family at a fake predictor's best point") {
+    ScratchDir dir("predictor");
+    test::write_toy_templates(dir.path);
+    const auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel,
+                                        "toy-target");
+    auto stream = search::Template::load(config::load_template_config(dir.path / "toy_stream.template.yaml"), kernel,
+                                         "toy-target");
+    FakePredictor predictor;
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {stream, tiles};
+    context.cost_model = &predictor;
+    context.max_proposals = 8;
+    context.seed = 3;
+    auto proposals = search::make_architect()->propose(context);
+    REQUIRE_FALSE(proposals.empty());
+    const auto& entry = proposals.front();
+    CHECK(entry.design.family == "tiles");  // predicted faster than every stream design
+    CHECK(entry.move.find("model's best point") != std::string::npos);
+    CHECK(entry.design.params.at("ENGINES") == 4.0);
+    CHECK(entry.design.params.at("PACKET") == 1024.0);
+    CHECK(entry.design.params.at("ROWS") == 16.0);
+    CHECK(entry.design.params.at("BUFFERS") == 1.0);  // the fake cannot see it: its declared default
+    REQUIRE(entry.predicted_cycles.has_value());
+    CHECK(*entry.predicted_cycles == doctest::Approx(1000.0));
+
+    // Move the fake's bowl: the entry point follows it, nothing else changed.
+    class Shifted final : public search::CyclePredictor {
+    public:
+        std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities,
+                                      const std::map<std::string, double>* params) const override {
+            if (!params || family != "tiles") return base.predict(family, quantities, params);
+            std::map<std::string, double> moved = *params;
+            moved["ROWS"] = 16.0 * 32.0 / std::max(1.0, params->at("ROWS"));  // best at ROWS 32 now
+            return base.predict(family, quantities, &moved);
+        }
+        void observe(const std::string&, const std::map<std::string, double>&, double,
+                     const std::map<std::string, double>*) override {}
+        search::CostTerms terms(const std::map<std::string, double>&) const override { return {}; }
+        const config::CostTermSpec* term_spec(const std::string&) const override { return nullptr; }
+        std::map<std::string, double> param_effects(const std::string&) const override { return {}; }
+        FakePredictor base;
+    } shifted;
+    context.cost_model = &shifted;
+    proposals = search::make_architect()->propose(context);
+    REQUIRE_FALSE(proposals.empty());
+    CHECK(proposals.front().design.family == "tiles");
+    CHECK(proposals.front().design.params.at("ROWS") == 32.0);
+    CHECK(proposals.front().design.params.at("PACKET") == 1024.0);
+}
+
+TEST_CASE("cycle predictor: the kernel search hands its predictor to the roles and teaches it what was measured") {
+    const search::CyclePredictor* seen = nullptr;
+    std::vector<std::unique_ptr<search::Role>> roles;
+    roles.push_back(std::make_unique<PeekingRole>(&seen));
+    auto owned = std::make_unique<FakePredictor>();
+    FakePredictor* predictor = owned.get();
+    search::KernelSearch search("toy", std::move(roles), std::move(owned));
+    search::ProposalRequest request;
+    request.seed = 5;
+    request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(attempt + 1); };
+    auto next = search.next_proposal(request);
+    REQUIRE(next.has_value());
+    CHECK(seen == predictor);
+    CHECK(&search.cost_model() == predictor);
+
+    search::StepFeedback feedback;
+    feedback.kernel = "toy";
+    feedback.proposal = *next;
+    feedback.verdict = eval::StepVerdict::rejected;
+    feedback.cycles = 1234.0;
+    search.notify(feedback);
+    REQUIRE(predictor->observed.size() == 1);
+    CHECK(predictor->observed.front().family == "tiles");
+    CHECK(predictor->observed.front().cycles == 1234.0);
+
+    feedback.cycles.reset();  // nothing measured (it failed to compile): nothing to learn
+    feedback.verdict = eval::StepVerdict::failed;
+    search.notify(feedback);
+    CHECK(predictor->observed.size() == 1);
+}
