@@ -59,7 +59,10 @@ std::string read_text(const fs::path& file) {
 /// The simulator's profile: compiled-in defaults (profile.rs), overlaid by the profile file.
 std::map<std::string, double> read_true_profile(const fs::path& sim_dir, const std::optional<fs::path>& profile) {
     std::map<std::string, double> values;
-    const std::string defaults = read_text(sim_dir / "npu" / "src" / "profile.rs");
+    // the profile lives with the device (device/src since the device boundary; npu/src before it)
+    const fs::path device_defaults = sim_dir / "device" / "src" / "profile.rs";
+    const std::string defaults =
+        read_text(fs::exists(device_defaults) ? device_defaults : sim_dir / "npu" / "src" / "profile.rs");
     const std::regex k_default_line(R"(^\s*([a-z_][a-z0-9_]*)\s*=\s*([0-9.eE+-]+)\s*,)");
     std::istringstream lines(defaults);
     for (std::string line; std::getline(lines, line);) {
