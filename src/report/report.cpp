@@ -226,27 +226,21 @@ std::string params_text(const std::string& params_json) {
     return text;
 }
 
-}  // namespace
+/// What the report's sections read.
+struct ReportData {
+    store::CampaignStore* store = nullptr;
+    fs::path out_dir;
+    campaign::CampaignStatus status;
+    CampaignSeries series;
+    std::optional<SubmissionFigures> submission;
+    TimeUnit unit;
+    std::string svg_note;
+};
 
-ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
-                         const std::optional<fs::path>& submission_manifest) {
-    fs::create_directories(out_dir);
-    ReportFiles files;
-    auto status = campaign::campaign_status(store);
-    const CampaignSeries series = load_campaign_series(store);
-    auto tree_export = search::export_trees(store, out_dir / "trees");
-    files.trees = tree_export.files;
-    files.svg_note = tree_export.svg_note;
-    const auto submission = read_submission(submission_manifest, files.submission_note);
-    const bool anything_to_plot = !series.role_steps.empty();
-    double max_wall_secs = 0.0;
-    for (const auto& kernel : series.kernels) {
-        for (const auto& point : kernel.progress)
-            max_wall_secs = std::max(max_wall_secs, point.wall_secs.value_or(0.0));
-    }
-    const TimeUnit unit = time_unit_for(max_wall_secs);
-
-    std::ostringstream markdown;
+/// The state, the summary table, the geomean and the submission beside it.
+void markdown_summary(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const auto& submission = data.submission;
     markdown
         << "# npuopt campaign report\n\n"
         << fmt::format("State: {}{}; steps {}; device runs {} of {}; wall {:.0f} s of {:.0f} s.\n\n", status.state,
@@ -268,7 +262,8 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
     markdown << "\nSpeedups are over each kernel's reference: its baseline, or, where the baseline failed, the "
                 "first correct design the search found.\n";
     for (const auto& kernel : status.kernels) {  // why a kernel is blocked, failed or exhausted
-        if (!kernel.reason.empty()) markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
+        if (!kernel.reason.empty())
+            markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
     }
     markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n", status.geomean_speedup);
     if (submission) {
@@ -288,8 +283,13 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
         markdown << fmt::format("| **geomean** | | | {} | | | {} |\n", speedup_text(status.geomean_speedup),
                                 speedup_text(submission->geomean));
     }
+}
 
-    if (!anything_to_plot) {
+/// A table per plot: best-so-far changes, fraction of the minimum, races, role windows.
+void markdown_plot_tables(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const CampaignSeries& series = data.series;
+    if (data.series.role_steps.empty()) {
         markdown << fmt::format("\n## Progress\n\n{}\n", k_nothing_to_plot);
     } else {
         markdown << "\n## Progress\n\nEach kernel's best champion so far, at the steps where it changed (all steps are "
@@ -368,20 +368,26 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
             markdown << "\n";
         }
     }
+}
 
+/// Each kernel's tree picture (a link) and tree as text.
+void markdown_trees(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
     markdown << "\n## Design trees\n\n";
     for (const auto& kernel : status.kernels) {
         markdown << fmt::format("### {}\n\n", kernel.kernel);
-        if (fs::exists(out_dir / "trees" / (kernel.kernel + ".svg"))) {
+        if (fs::exists(data.out_dir / "trees" / (kernel.kernel + ".svg"))) {
             markdown << fmt::format("![{0} design tree](trees/{0}.svg)\n\n", kernel.kernel);
         }
-        markdown << "```\n" << search::render_tree_text(store, kernel.kernel) << "```\n\n";
+        markdown << "```\n" << search::render_tree_text(*data.store, kernel.kernel) << "```\n\n";
     }
-    if (!files.svg_note.empty()) markdown << fmt::format("(No tree pictures: {}.)\n", files.svg_note);
-    files.markdown = out_dir / "report.md";
-    write_text(files.markdown, markdown.str());
+    if (!data.svg_note.empty()) markdown << fmt::format("(No tree pictures: {}.)\n", data.svg_note);
+}
 
-    std::ostringstream html;
+/// The page head, the summary table, the geomean and the submission beside it.
+void html_summary(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const auto& submission = data.submission;
     html << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>npuopt campaign report</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:4px 10px;"
             "border-bottom:1px solid #ddd}td.n{text-align:right}pre{background:#f6f6f6;padding:8px;overflow:auto}"
@@ -431,8 +437,14 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
             "<td class=n><b>{}</b></td></tr>\n</table>\n",
             speedup_text(status.geomean_speedup), speedup_text(submission->geomean));
     }
+}
 
-    if (!anything_to_plot) {
+/// The inline SVG plots, or why there are none.
+void html_plots(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const CampaignSeries& series = data.series;
+    const TimeUnit& unit = data.unit;
+    if (data.series.role_steps.empty()) {
         html << fmt::format("<h2>Progress</h2>\n<p class=\"nothing-to-plot\">{}</p>\n", k_nothing_to_plot);
     } else {
         html
@@ -495,13 +507,17 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
              << stacked_share_chart("roles", "role shares over the campaign", windows.roles, windows.columns, "steps")
              << "\n";
     }
+}
 
+/// Each kernel's tree picture inlined, its designs' parameters and the tree as text.
+void html_trees(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
     html << "<h2>Design trees</h2>\n";
     for (const auto& kernel : status.kernels) {
         html << fmt::format("<h3>{}</h3>\n", xml_escape(kernel.kernel));
-        const std::string tree_svg = inline_tree_svg(out_dir / "trees" / (kernel.kernel + ".svg"));
+        const std::string tree_svg = inline_tree_svg(data.out_dir / "trees" / (kernel.kernel + ".svg"));
         if (!tree_svg.empty()) html << "<div class=\"tree\">" << tree_svg << "</div>\n";
-        const search::DesignTree tree = search::load_tree(store, kernel.kernel);
+        const search::DesignTree tree = search::load_tree(*data.store, kernel.kernel);
         html << fmt::format(
             "<details><summary>{} designs: parameters</summary>\n<table class=\"designs\"><tr>"
             "<th>step</th><th>design</th><th>role</th><th>move</th><th>verdict</th><th>cycles</th>"
@@ -519,7 +535,44 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
         html << "</table></details>\n<details><summary>as text</summary><pre>"
              << xml_escape(search::render_tree_text(tree)) << "</pre></details>\n";
     }
-    if (!files.svg_note.empty()) html << fmt::format("<p>(No tree pictures: {}.)</p>\n", xml_escape(files.svg_note));
+    if (!data.svg_note.empty()) html << fmt::format("<p>(No tree pictures: {}.)</p>\n", xml_escape(data.svg_note));
+}
+
+}  // namespace
+
+ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
+                         const std::optional<fs::path>& submission_manifest) {
+    fs::create_directories(out_dir);
+    ReportFiles files;
+    ReportData data;
+    data.store = &store;
+    data.out_dir = out_dir;
+    data.status = campaign::campaign_status(store);
+    data.series = load_campaign_series(store);
+    auto tree_export = search::export_trees(store, out_dir / "trees");
+    files.trees = tree_export.files;
+    files.svg_note = tree_export.svg_note;
+    data.svg_note = files.svg_note;
+    data.submission = read_submission(submission_manifest, files.submission_note);
+    double max_wall_secs = 0.0;
+    for (const auto& kernel : data.series.kernels) {
+        for (const auto& point : kernel.progress) {
+            max_wall_secs = std::max(max_wall_secs, point.wall_secs.value_or(0.0));
+        }
+    }
+    data.unit = time_unit_for(max_wall_secs);
+
+    std::ostringstream markdown;
+    markdown_summary(markdown, data);
+    markdown_plot_tables(markdown, data);
+    markdown_trees(markdown, data);
+    files.markdown = out_dir / "report.md";
+    write_text(files.markdown, markdown.str());
+
+    std::ostringstream html;
+    html_summary(html, data);
+    html_plots(html, data);
+    html_trees(html, data);
     html << "</body></html>\n";
     files.html = out_dir / "report.html";
     write_text(files.html, html.str());
