@@ -87,7 +87,8 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
     campaign::SubmitOptions submit_options;
     submit_options.out_dir = workspace.dir / "submission";
     auto submission = campaign::build_submission(workspace, submit_options);
-    auto report_files = report::write_report(*workspace.store, workspace.dir / "report");
+    auto report_files =
+        report::write_report(*workspace.store, workspace.dir / "report", submission.dir / "manifest.json");
 
     if (global.json) {
         nlohmann::json out = submission.manifest;

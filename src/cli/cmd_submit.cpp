@@ -52,14 +52,16 @@ int run_report(const GlobalOptions& global, const ReportOptions& options) {
     store::Database::Options open_options;
     open_options.create = false;
     auto store = store::CampaignStore::open(db_file, open_options);
-    auto files = report::write_report(store, options.out.value_or(options.dir / "report"));
+    auto files = report::write_report(store, options.out.value_or(options.dir / "report"),
+                                      options.dir / "submission" / "manifest.json");
     if (global.json) {
         nlohmann::json trees = nlohmann::json::array();
         for (const auto& file : files.trees) trees.push_back(file.string());
         std::cout << nlohmann::json{{"markdown", files.markdown.string()},
                                     {"html", files.html.string()},
                                     {"trees", trees},
-                                    {"svg_note", files.svg_note}}
+                                    {"svg_note", files.svg_note},
+                                    {"submission_note", files.submission_note}}
                          .dump(2)
                   << '\n';
     } else {

@@ -1,13 +1,18 @@
 #include "report/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "campaign/driver.hpp"
 #include "core/error.hpp"
+#include "report/campaign_series.hpp"
+#include "report/svg_plot.hpp"
 #include "search/tree.hpp"
 
 namespace npuopt::report {
@@ -16,133 +21,558 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr const char* k_nothing_to_plot = "Nothing to plot yet: the campaign has taken no steps.";
+constexpr const char* k_submission_differs =
+    "The submission's figures differ from the campaign's because the submission re-measures each champion and "
+    "reference from scratch on fresh seeds (the median of its runs), while the campaign's are the medians recorded "
+    "when each champion won its race.";
+
 void write_text(const fs::path& file, const std::string& text) {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     out << text;
     if (!out) throw Error(ErrorKind::io, fmt::format("{}: cannot write", file.string()));
 }
 
-std::string html_escape(const std::string& text) {
-    std::string out;
-    for (char character : text) {
-        switch (character) {
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '&': out += "&amp;"; break;
-            case '"': out += "&quot;"; break;
-            default: out += character;
-        }
-    }
-    return out;
+std::string read_text(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
 }
 
 std::string cycles_text(const std::optional<double>& cycles) {
     return cycles ? fmt::format("{:.0f}", *cycles) : std::string("-");
 }
 
-/// Horizontal bars of each kernel's speedup, with a line at 1x.
-std::string speedup_svg(const campaign::CampaignStatus& status) {
-    const int row_height = 28;
-    const int label_width = 180;
-    const int bar_width = 420;
-    double max_speedup = 1.0;
-    for (const auto& kernel : status.kernels) max_speedup = std::max(max_speedup, kernel.speedup);
-    const int height = row_height * static_cast<int>(status.kernels.size() + 1) + 10;
-    std::string svg = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="13">)",
-                                  label_width + bar_width + 80, height);
-    int row = 0;
-    for (const auto& kernel : status.kernels) {
-        const int y = 10 + row * row_height;
-        const double width = kernel.speedup / max_speedup * bar_width;
-        svg += fmt::format(R"(<text x="0" y="{}">{}</text>)", y + 16, html_escape(kernel.kernel));
-        svg += fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="18" fill="#2e8b57"/>)", label_width, y, width);
-        svg += fmt::format(R"(<text x="{:.1f}" y="{}">{:.3f}x</text>)", label_width + width + 6, y + 14, kernel.speedup);
-        ++row;
+/// A Markdown table cell: no '|' or line break inside.
+std::string md_cell(const std::string& text) {
+    std::string out;
+    for (char character : text) {
+        if (character == '|') {
+            out += "\\|";
+        } else if (character == '\n') {
+            out += ' ';
+        } else {
+            out += character;
+        }
     }
-    const double one_x = label_width + 1.0 / max_speedup * bar_width;
-    svg += fmt::format(R"(<line x1="{0:.1f}" y1="5" x2="{0:.1f}" y2="{1}" stroke="#444" stroke-dasharray="4"/>)", one_x,
-                       height - 5);
-    svg += "</svg>";
-    return svg;
+    return out.empty() ? "-" : out;
 }
 
-}  // namespace
+std::string verdict_colour(const std::string& verdict) {
+    if (verdict == "accept" || verdict == "accepted") return "#2e8b57";
+    if (verdict == "reject" || verdict == "rejected") return "#888888";
+    if (verdict == "inconclusive") return "#e69f00";
+    return "#d62728";
+}
 
-ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir) {
-    fs::create_directories(out_dir);
-    ReportFiles files;
-    auto status = campaign::campaign_status(store);
-    auto tree_export = search::export_trees(store, out_dir / "trees");
-    files.trees = tree_export.files;
-    files.svg_note = tree_export.svg_note;
+/// Wall time in a unit that keeps the ticks short.
+struct TimeUnit {
+    double secs_per_unit = 1.0;
+    const char* name = "s";
+};
 
-    std::ostringstream markdown;
-    markdown << "# npuopt campaign report\n\n"
-             << fmt::format("State: {}{}; steps {}; device runs {} of {}; wall {:.0f} s of {:.0f} s.\n\n", status.state,
-                            status.stop_reason.empty() ? "" : " (" + status.stop_reason + ")", status.steps,
-                            status.device_runs_used, status.device_runs_budget, status.wall_secs_used,
-                            status.wall_secs_budget)
-             << "| kernel | shape | status | reference | reference cycles | champion cycles | speedup | speed of light | "
-                "champion | designs | accepted |\n"
-             << "|---|---|---|---|---:|---:|---:|---:|---|---:|---:|\n";
+TimeUnit time_unit_for(double secs) {
+    if (secs > 36000.0) return {3600.0, "h"};
+    if (secs > 600.0) return {60.0, "min"};
+    return {1.0, "s"};
+}
+
+/// The best-so-far plot of one kernel against device runs (`by_wall` false) or wall time.
+std::string progress_svg(const KernelSeries& kernel, bool by_wall, const TimeUnit& unit) {
+    double low = 1e300;
+    double high = 0.0;
+    for (const auto& point : kernel.progress) {
+        low = std::min(low, point.best_cycles);
+        high = std::max(high, point.best_cycles);
+    }
+    if (kernel.reference_cycles) high = std::max(high, *kernel.reference_cycles);
+    if (kernel.minimum_cycles > 0) low = std::min(low, kernel.minimum_cycles);
+    const bool log_y = low > 0.0 && high / low > 10.0;
+    PlotAxis x_axis{by_wall ? fmt::format("wall time since the first step ({})", unit.name)
+                            : std::string("device runs used (the campaign's steps, all kernels)"),
+                    false};
+    XyPlot plot(by_wall ? "progress-wall" : "progress-runs",
+                fmt::format("{}: best champion so far, by {}", kernel.kernel, by_wall ? "wall time" : "device runs"),
+                x_axis, PlotAxis{"cycles", log_y});
+    plot.set_attributes(fmt::format(R"(data-kernel="{}")", xml_escape(kernel.kernel)));
+    std::vector<PlotPoint> points;
+    for (const auto& point : kernel.progress) {
+        const double x =
+            by_wall ? point.wall_secs.value_or(0.0) / unit.secs_per_unit : static_cast<double>(point.device_runs);
+        points.push_back({x, point.best_cycles,
+                          fmt::format("step {} ({}, {}): best {:.0f} cycles after {} device runs", point.step,
+                                      point.role, point.verdict, point.best_cycles, point.device_runs)});
+    }
+    plot.add_step_series("best so far", "#1f77b4", std::move(points));
+    if (kernel.reference_cycles) plot.add_line({*kernel.reference_cycles, "reference", "reference", "#555555"});
+    if (kernel.minimum_cycles > 0) plot.add_line({kernel.minimum_cycles, "minimum", "minimum", "#d62728"});
+    return plot.render();
+}
+
+/// Every race of one kernel: the speedup over the champion it raced, with its interval.
+std::string races_svg(const KernelSeries& kernel) {
+    XyPlot plot("races", fmt::format("{}: races, speedup over the champion with its interval", kernel.kernel),
+                PlotAxis{"race (in the order run)", false}, PlotAxis{"speedup over the champion (x)", false});
+    plot.set_attributes(fmt::format(R"(data-kernel="{}")", xml_escape(kernel.kernel)));
+    std::size_t race_idx = 0;
+    for (const auto& race : kernel.races) {
+        ++race_idx;
+        plot.add_interval(
+            {static_cast<double>(race_idx), race.speedup, race.lower, race.upper,
+             race.revalidation ? "#1f77b4" : verdict_colour(race.verdict),
+             fmt::format("{}{} of design {}{}: {:.4f}x [{:.4f}, {:.4f}]", race.revalidation ? "re-validation " : "",
+                         race.verdict, race.design_id, race.step ? fmt::format(" (step {})", *race.step) : "",
+                         race.speedup, race.lower, race.upper)});
+    }
+    plot.add_line({1.0, "no change", "no-change", "#555555"});
+    return plot.render();
+}
+
+/// The role of each step, counted per window of consecutive steps.
+struct RoleWindows {
+    std::vector<std::string> roles;  ///< in order of first appearance
+    std::vector<StackedColumn> columns;
+};
+
+RoleWindows role_windows(const std::vector<RoleStep>& steps) {
+    RoleWindows windows;
+    std::map<std::string, std::size_t> role_idx;
+    for (const auto& step : steps) {
+        if (role_idx.emplace(step.role, windows.roles.size()).second) windows.roles.push_back(step.role);
+    }
+    constexpr std::size_t k_max_windows = 16;
+    const std::size_t window = std::max<std::size_t>(1, (steps.size() + k_max_windows - 1) / k_max_windows);
+    for (std::size_t first = 0; first < steps.size(); first += window) {
+        const std::size_t last = std::min(steps.size(), first + window) - 1;
+        StackedColumn column;
+        column.label = first == last ? fmt::format("{}", steps[first].step)
+                                     : fmt::format("{}-{}", steps[first].step, steps[last].step);
+        column.counts.assign(windows.roles.size(), 0.0);
+        for (std::size_t step_idx = first; step_idx <= last; ++step_idx)
+            column.counts[role_idx[steps[step_idx].role]] += 1;
+        windows.columns.push_back(std::move(column));
+    }
+    return windows;
+}
+
+/// What the submission's manifest.json says per kernel.
+struct SubmittedKernel {
+    std::optional<double> baseline_cycles;
+    std::optional<double> champion_cycles;
+    double speedup = 0.0;
+    double champion_over_min = 0.0;
+};
+
+struct SubmissionFigures {
+    double geomean = 0.0;
+    int runs_per_design = 0;
+    std::map<std::string, SubmittedKernel> kernels;
+};
+
+std::optional<double> optional_number(const nlohmann::json& object, const char* key) {
+    auto found = object.find(key);
+    if (found == object.end() || !found->is_number()) return std::nullopt;
+    return found->get<double>();
+}
+
+/// The manifest's figures, or the reason they cannot be read in `note`.
+std::optional<SubmissionFigures> read_submission(const std::optional<fs::path>& manifest, std::string& note) {
+    if (!manifest) return std::nullopt;
+    std::error_code error_code;
+    if (!fs::is_regular_file(*manifest, error_code)) {
+        note = fmt::format("no submission at {}", manifest->string());
+        return std::nullopt;
+    }
+    auto json = nlohmann::json::parse(read_text(*manifest), nullptr, false);
+    if (!json.is_object() || !json.contains("kernels") || !json["kernels"].is_array()) {
+        note = fmt::format("{} is not a submission manifest (no kernels array)", manifest->string());
+        return std::nullopt;
+    }
+    SubmissionFigures figures;
+    figures.geomean = optional_number(json, "geomean_speedup").value_or(0.0);
+    figures.runs_per_design = static_cast<int>(optional_number(json, "runs_per_design").value_or(0.0));
+    for (const auto& kernel : json["kernels"]) {
+        if (!kernel.is_object() || !kernel.contains("kernel") || !kernel["kernel"].is_string()) continue;
+        SubmittedKernel submitted;
+        submitted.baseline_cycles = optional_number(kernel, "baseline_cycles");
+        submitted.champion_cycles = optional_number(kernel, "champion_cycles");
+        submitted.speedup = optional_number(kernel, "speedup").value_or(0.0);
+        submitted.champion_over_min = optional_number(kernel, "champion_over_min").value_or(0.0);
+        figures.kernels[kernel["kernel"].get<std::string>()] = submitted;
+    }
+    return figures;
+}
+
+std::string speedup_text(double speedup) {
+    return speedup > 0 ? fmt::format("{:.3f}x", speedup) : std::string("-");
+}
+
+/// The Graphviz SVG of a tree without its XML prolog, ready to inline ("" when there is none).
+std::string inline_tree_svg(const fs::path& file) {
+    std::error_code error_code;
+    if (!fs::is_regular_file(file, error_code)) return "";
+    std::string svg = read_text(file);
+    const auto start = svg.find("<svg");
+    return start == std::string::npos ? "" : svg.substr(start);
+}
+
+std::string params_text(const std::string& params_json) {
+    auto json = nlohmann::json::parse(params_json, nullptr, false);
+    if (!json.is_object() || json.empty()) return "-";
+    std::string text;
+    for (const auto& [name, value] : json.items())
+        text += fmt::format("{}{}={}", text.empty() ? "" : ", ", name, value.dump());
+    return text;
+}
+
+/// What the report's sections read.
+struct ReportData {
+    store::CampaignStore* store = nullptr;
+    fs::path out_dir;
+    campaign::CampaignStatus status;
+    CampaignSeries series;
+    std::optional<SubmissionFigures> submission;
+    TimeUnit unit;
+    std::string svg_note;
+};
+
+/// The state, the summary table, the geomean and the submission beside it.
+void markdown_summary(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const auto& submission = data.submission;
+    markdown
+        << "# npuopt campaign report\n\n"
+        << fmt::format("State: {}{}; steps {}; device runs {} of {}; wall {:.0f} s of {:.0f} s.\n\n", status.state,
+                       status.stop_reason.empty() ? "" : " (" + status.stop_reason + ")", status.steps,
+                       status.device_runs_used, status.device_runs_budget, status.wall_secs_used,
+                       status.wall_secs_budget)
+        << "The plots are in [report.html](report.html) (one self-contained file); the tables below hold the same "
+           "figures.\n\n"
+        << "| kernel | shape | status | reference | reference cycles | champion cycles | speedup | speed of light | "
+           "champion | designs | accepted |\n"
+        << "|---|---|---|---|---:|---:|---:|---:|---|---:|---:|\n";
     for (const auto& kernel : status.kernels) {
-        markdown << fmt::format("| {} | {} | {} | {} | {} | {} | {:.3f}x | {:.0f}% | `{}` | {} | {} |\n", kernel.kernel,
-                                kernel.shape.empty() ? "-" : kernel.shape, kernel.status, kernel.reference,
-                                cycles_text(kernel.baseline_cycles), cycles_text(kernel.champion_cycles),
-                                kernel.speedup, kernel.sol_fraction * 100.0, kernel.champion, kernel.designs,
-                                kernel.accepted);
+        markdown << fmt::format("| {} | {} | {} | {} | {} | {} | {:.3f}x | {:.0f}% | `{}` | {} | {} |\n",
+                                md_cell(kernel.kernel), md_cell(kernel.shape), md_cell(kernel.status),
+                                md_cell(kernel.reference), cycles_text(kernel.baseline_cycles),
+                                cycles_text(kernel.champion_cycles), kernel.speedup, kernel.sol_fraction * 100.0,
+                                md_cell(kernel.champion), kernel.designs, kernel.accepted);
     }
     markdown << "\nSpeedups are over each kernel's reference: its baseline, or, where the baseline failed, the "
                 "first correct design the search found.\n";
     for (const auto& kernel : status.kernels) {  // why a kernel is blocked, failed or exhausted
-        if (!kernel.reason.empty()) markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
+        if (!kernel.reason.empty())
+            markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
     }
-    markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n\n## Design trees\n\n", status.geomean_speedup);
+    markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n", status.geomean_speedup);
+    if (submission) {
+        markdown << fmt::format(
+            "\n## Submission\n\n{}\n\n| kernel | campaign reference | campaign champion | campaign "
+            "speedup | submission baseline | submission champion | submission speedup |\n"
+            "|---|---:|---:|---:|---:|---:|---:|\n",
+            k_submission_differs);
+        for (const auto& kernel : status.kernels) {
+            auto found = submission->kernels.find(kernel.kernel);
+            const SubmittedKernel submitted = found == submission->kernels.end() ? SubmittedKernel{} : found->second;
+            markdown << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", md_cell(kernel.kernel),
+                                    cycles_text(kernel.baseline_cycles), cycles_text(kernel.champion_cycles),
+                                    speedup_text(kernel.speedup), cycles_text(submitted.baseline_cycles),
+                                    cycles_text(submitted.champion_cycles), speedup_text(submitted.speedup));
+        }
+        markdown << fmt::format("| **geomean** | | | {} | | | {} |\n", speedup_text(status.geomean_speedup),
+                                speedup_text(submission->geomean));
+    }
+}
+
+/// A table per plot: best-so-far changes, fraction of the minimum, races, role windows.
+void markdown_plot_tables(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const CampaignSeries& series = data.series;
+    if (data.series.role_steps.empty()) {
+        markdown << fmt::format("\n## Progress\n\n{}\n", k_nothing_to_plot);
+    } else {
+        markdown << "\n## Progress\n\nEach kernel's best champion so far, at the steps where it changed (all steps are "
+                    "plotted in the HTML).\n";
+        for (const auto& kernel : series.kernels) {
+            markdown << fmt::format("\n### {}\n\n", kernel.kernel);
+            if (kernel.progress.empty()) {
+                markdown << "No champion yet.\n";
+                continue;
+            }
+            markdown << fmt::format("Reference {} cycles; minimum (speed of light) {}.\n\n",
+                                    cycles_text(kernel.reference_cycles),
+                                    kernel.minimum_cycles > 0 ? fmt::format("{:.0f} cycles", kernel.minimum_cycles)
+                                                              : std::string("unknown"))
+                     << "| step | device runs | wall time (s) | best cycles | role | verdict |\n"
+                        "|---:|---:|---:|---:|---|---|\n";
+            for (std::size_t point_idx = 0; point_idx < kernel.progress.size(); ++point_idx) {
+                const auto& point = kernel.progress[point_idx];
+                const bool changed = point_idx == 0 || point.best_cycles != kernel.progress[point_idx - 1].best_cycles;
+                if (!changed && point_idx + 1 != kernel.progress.size()) continue;
+                markdown << fmt::format("| {} | {} | {} | {:.0f} | {} | {} |\n", point.step, point.device_runs,
+                                        point.wall_secs ? fmt::format("{:.1f}", *point.wall_secs) : std::string("-"),
+                                        point.best_cycles, md_cell(point.role), md_cell(point.verdict));
+            }
+        }
+        if (!series.has_wall_times) markdown << "\n(No wall-time plot: not every step has a timestamp.)\n";
+
+        markdown
+            << "\n## Fraction of the minimum\n\n| kernel | minimum cycles | champion cycles | minimum ÷ champion |\n"
+               "|---|---:|---:|---:|\n";
+        for (const auto& kernel : status.kernels) {
+            markdown << fmt::format(
+                "| {} | {} | {} | {} |\n", md_cell(kernel.kernel),
+                kernel.sol_cycles > 0 ? fmt::format("{:.0f}", kernel.sol_cycles) : std::string("-"),
+                cycles_text(kernel.champion_cycles),
+                kernel.sol_fraction > 0 ? fmt::format("{:.1f}%", 100.0 * kernel.sol_fraction) : std::string("unknown"));
+        }
+
+        markdown << "\n## Races\n\nEvery race, accepted or not: the candidate's speedup over the champion it raced "
+                    "and its interval.\n";
+        for (const auto& kernel : series.kernels) {
+            markdown << fmt::format("\n### {}\n\n", kernel.kernel);
+            if (kernel.races.empty()) {
+                markdown << "No race with a recorded interval.\n";
+                continue;
+            }
+            markdown << "| race | step | design | verdict | speedup | lower | upper "
+                        "|\n|---:|---:|---:|---|---:|---:|---:|\n";
+            std::size_t race_idx = 0;
+            for (const auto& race : kernel.races) {
+                markdown << fmt::format("| {} | {} | {} | {}{} | {:.4f} | {:.4f} | {:.4f} |\n", ++race_idx,
+                                        race.step ? fmt::format("{}", *race.step) : std::string("-"), race.design_id,
+                                        race.revalidation ? "re-validation " : "", md_cell(race.verdict), race.speedup,
+                                        race.lower, race.upper);
+            }
+            if (kernel.races_without_interval > 0) {
+                markdown << fmt::format(
+                    "\n({} race(s) without an interval: interrupted, or recorded before "
+                    "intervals were.)\n",
+                    kernel.races_without_interval);
+            }
+        }
+
+        const RoleWindows windows = role_windows(series.role_steps);
+        markdown << "\n## Roles\n\nWhich role proposed the steps, per window of steps.\n\n| steps |";
+        for (const auto& role : windows.roles)
+            markdown << " " << md_cell(role) << " |";
+        markdown << "\n|---|";
+        for (std::size_t role_idx = 0; role_idx < windows.roles.size(); ++role_idx)
+            markdown << "---:|";
+        markdown << "\n";
+        for (const auto& column : windows.columns) {
+            markdown << "| " << column.label << " |";
+            for (double count : column.counts)
+                markdown << fmt::format(" {:.0f} |", count);
+            markdown << "\n";
+        }
+    }
+}
+
+/// Each kernel's tree picture (a link) and tree as text.
+void markdown_trees(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    markdown << "\n## Design trees\n\n";
     for (const auto& kernel : status.kernels) {
         markdown << fmt::format("### {}\n\n", kernel.kernel);
-        if (fs::exists(out_dir / "trees" / (kernel.kernel + ".svg"))) {
+        if (fs::exists(data.out_dir / "trees" / (kernel.kernel + ".svg"))) {
             markdown << fmt::format("![{0} design tree](trees/{0}.svg)\n\n", kernel.kernel);
         }
-        markdown << "```\n" << search::render_tree_text(store, kernel.kernel) << "```\n\n";
+        markdown << "```\n" << search::render_tree_text(*data.store, kernel.kernel) << "```\n\n";
     }
-    if (!files.svg_note.empty()) markdown << fmt::format("(No tree pictures: {}.)\n", files.svg_note);
-    files.markdown = out_dir / "report.md";
-    write_text(files.markdown, markdown.str());
+    if (!data.svg_note.empty()) markdown << fmt::format("(No tree pictures: {}.)\n", data.svg_note);
+}
 
-    std::ostringstream html;
+/// The page head, the summary table, the geomean and the submission beside it.
+void html_summary(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const auto& submission = data.submission;
     html << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>npuopt campaign report</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:4px 10px;"
             "border-bottom:1px solid #ddd}td.n{text-align:right}pre{background:#f6f6f6;padding:8px;overflow:auto}"
+            "svg.plot{display:block;margin:1em 0}div.tree{overflow:auto;max-height:900px;border:1px solid #eee}"
             "</style></head><body>\n<h1>npuopt campaign report</h1>\n";
-    html << fmt::format("<p>State: {}; steps {}; device runs {} of {}.</p>\n", html_escape(status.state), status.steps,
-                        status.device_runs_used, status.device_runs_budget);
+    html << fmt::format(
+        "<p>State: {}{}; steps {}; device runs {} of {}; wall {:.0f} s of {:.0f} s.</p>\n", xml_escape(status.state),
+        status.stop_reason.empty() ? "" : " (" + xml_escape(status.stop_reason) + ")", status.steps,
+        status.device_runs_used, status.device_runs_budget, status.wall_secs_used, status.wall_secs_budget);
     html << "<table><tr><th>kernel</th><th>shape</th><th>status</th><th>reference</th><th>reference cycles</th>"
             "<th>champion cycles</th><th>speedup</th><th>speed of light</th><th>champion</th></tr>\n";
     for (const auto& kernel : status.kernels) {
-        html << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
-                            "<td class=n>{:.3f}x</td><td class=n>{:.0f}%</td><td><code>{}</code></td></tr>\n",
-                            html_escape(kernel.kernel), html_escape(kernel.shape.empty() ? "-" : kernel.shape),
-                            html_escape(kernel.status), html_escape(kernel.reference), cycles_text(kernel.baseline_cycles),
-                            cycles_text(kernel.champion_cycles), kernel.speedup, kernel.sol_fraction * 100.0,
-                            html_escape(kernel.champion));
+        html << fmt::format(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
+            "<td class=n>{:.3f}x</td><td class=n>{:.0f}%</td><td><code>{}</code></td></tr>\n",
+            xml_escape(kernel.kernel), xml_escape(kernel.shape.empty() ? "-" : kernel.shape), xml_escape(kernel.status),
+            xml_escape(kernel.reference), cycles_text(kernel.baseline_cycles), cycles_text(kernel.champion_cycles),
+            kernel.speedup, kernel.sol_fraction * 100.0, xml_escape(kernel.champion));
     }
     html << "</table>\n";
     for (const auto& kernel : status.kernels) {
         if (!kernel.reason.empty()) {
-            html << fmt::format("<p><b>{}</b> ({}): {}</p>\n", html_escape(kernel.kernel), html_escape(kernel.status),
-                                html_escape(kernel.reason));
+            html << fmt::format("<p><b>{}</b> ({}): {}</p>\n", xml_escape(kernel.kernel), xml_escape(kernel.status),
+                                xml_escape(kernel.reason));
         }
     }
-    html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b></p>\n<h2>Speedups</h2>\n{}\n<h2>Design trees</h2>\n",
-                        status.geomean_speedup, speedup_svg(status));
+    html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b></p>\n", status.geomean_speedup);
+    if (submission) {
+        html << fmt::format(
+            "<h2>Submission</h2>\n<p>{}</p>\n<table class=\"submission\"><tr><th>kernel</th>"
+            "<th>campaign reference cycles</th><th>campaign champion cycles</th><th>campaign speedup</th>"
+            "<th>submission baseline cycles</th><th>submission champion cycles</th>"
+            "<th>submission speedup</th></tr>\n",
+            xml_escape(k_submission_differs));
+        for (const auto& kernel : status.kernels) {
+            auto found = submission->kernels.find(kernel.kernel);
+            const SubmittedKernel submitted = found == submission->kernels.end() ? SubmittedKernel{} : found->second;
+            html << fmt::format(
+                "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td>"
+                "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>\n",
+                xml_escape(kernel.kernel), cycles_text(kernel.baseline_cycles), cycles_text(kernel.champion_cycles),
+                speedup_text(kernel.speedup), cycles_text(submitted.baseline_cycles),
+                cycles_text(submitted.champion_cycles), speedup_text(submitted.speedup));
+        }
+        html << fmt::format(
+            "<tr><td><b>geomean</b></td><td></td><td></td><td class=n><b>{}</b></td><td></td><td></td>"
+            "<td class=n><b>{}</b></td></tr>\n</table>\n",
+            speedup_text(status.geomean_speedup), speedup_text(submission->geomean));
+    }
+}
+
+/// The inline SVG plots, or why there are none.
+void html_plots(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    const CampaignSeries& series = data.series;
+    const TimeUnit& unit = data.unit;
+    if (data.series.role_steps.empty()) {
+        html << fmt::format("<h2>Progress</h2>\n<p class=\"nothing-to-plot\">{}</p>\n", k_nothing_to_plot);
+    } else {
+        html
+            << "<h2>Progress</h2>\n<p>Each kernel's lowest champion cycles so far after each of its steps, with the "
+               "reference (the first champion) and the minimum (the speed-of-light bound) as dashed lines. Device runs "
+               "count the launches of the campaign's steps, all kernels together.</p>\n";
+        for (const auto& kernel : series.kernels) {
+            if (kernel.progress.empty()) {
+                html << fmt::format("<p><b>{}</b>: no champion yet.</p>\n", xml_escape(kernel.kernel));
+                continue;
+            }
+            html << progress_svg(kernel, false, unit) << "\n";
+        }
+        html << "<h2>Progress by wall time</h2>\n";
+        if (!series.has_wall_times) {
+            html << "<p class=\"no-wall-time\">No wall-time plot: not every step has a timestamp.</p>\n";
+        } else {
+            html << "<p>Wall time counts from the campaign's first step; time between runs of a resumed campaign is "
+                    "included.</p>\n";
+            for (const auto& kernel : series.kernels) {
+                if (!kernel.progress.empty()) html << progress_svg(kernel, true, unit) << "\n";
+            }
+        }
+
+        std::vector<BarRow> rows;
+        for (const auto& kernel : status.kernels) {
+            BarRow row;
+            row.label = kernel.kernel;
+            if (kernel.sol_fraction > 0) {
+                row.value = kernel.sol_fraction;
+                row.note = fmt::format("{:.1f}%", 100.0 * kernel.sol_fraction);
+            } else {
+                row.note = kernel.champion_cycles ? "minimum unknown" : "no champion";
+            }
+            rows.push_back(row);
+        }
+        html << "<h2>Fraction of the minimum</h2>\n<p>Minimum ÷ champion cycles per kernel: 100% is the "
+                "speed-of-light bound.</p>\n"
+             << bar_chart("sol-fraction", "minimum ÷ champion", rows, 1.0, "100%") << "\n";
+
+        html << "<h2>Races</h2>\n<p>Every race, accepted or not: the candidate's speedup over the champion it raced "
+                "with its interval (green accepted, grey rejected, orange inconclusive, red suspect or failed, blue a "
+                "champion's re-validation).</p>\n";
+        for (const auto& kernel : series.kernels) {
+            if (kernel.races.empty()) {
+                html << fmt::format("<p><b>{}</b>: no race with a recorded interval.</p>\n", xml_escape(kernel.kernel));
+            } else {
+                html << races_svg(kernel) << "\n";
+            }
+            if (kernel.races_without_interval > 0) {
+                html << fmt::format(
+                    "<p>{}: {} race(s) without an interval (interrupted, or recorded before intervals "
+                    "were).</p>\n",
+                    xml_escape(kernel.kernel), kernel.races_without_interval);
+            }
+        }
+
+        const RoleWindows windows = role_windows(series.role_steps);
+        html << "<h2>Roles</h2>\n<p>Which role proposed the steps, as shares of each window of steps.</p>\n"
+             << stacked_share_chart("roles", "role shares over the campaign", windows.roles, windows.columns, "steps")
+             << "\n";
+    }
+}
+
+/// Each kernel's tree picture inlined, its designs' parameters and the tree as text.
+void html_trees(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    html << "<h2>Design trees</h2>\n";
     for (const auto& kernel : status.kernels) {
-        html << fmt::format("<h3>{}</h3>\n", html_escape(kernel.kernel));
-        if (fs::exists(out_dir / "trees" / (kernel.kernel + ".svg"))) {
-            html << fmt::format("<img src=\"trees/{0}.svg\" alt=\"{0} design tree\" style=\"max-width:100%\">\n",
-                                html_escape(kernel.kernel));
+        html << fmt::format("<h3>{}</h3>\n", xml_escape(kernel.kernel));
+        const std::string tree_svg = inline_tree_svg(data.out_dir / "trees" / (kernel.kernel + ".svg"));
+        if (!tree_svg.empty()) html << "<div class=\"tree\">" << tree_svg << "</div>\n";
+        const search::DesignTree tree = search::load_tree(*data.store, kernel.kernel);
+        html << fmt::format(
+            "<details><summary>{} designs: parameters</summary>\n<table class=\"designs\"><tr>"
+            "<th>step</th><th>design</th><th>role</th><th>move</th><th>verdict</th><th>cycles</th>"
+            "<th>speedup</th><th>template</th><th>parameters</th></tr>\n",
+            tree.nodes.size());
+        for (const auto& node : tree.nodes) {
+            html << fmt::format(
+                "<tr><td class=n>{}</td><td class=n>{}</td><td>{}</td><td>{}</td><td>{}{}</td>"
+                "<td class=n>{}</td><td class=n>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
+                node.edge.step, node.edge.design_id, xml_escape(node.edge.role), xml_escape(node.edge.move),
+                xml_escape(node.edge.verdict), node.is_champion ? " (champion)" : "", cycles_text(node.edge.cycles),
+                node.edge.speedup ? fmt::format("{:.3f}x", *node.edge.speedup) : std::string("-"),
+                xml_escape(node.design.template_name), xml_escape(params_text(node.design.params_json)));
         }
-        html << "<pre>" << html_escape(search::render_tree_text(store, kernel.kernel)) << "</pre>\n";
+        html << "</table></details>\n<details><summary>as text</summary><pre>"
+             << xml_escape(search::render_tree_text(tree)) << "</pre></details>\n";
     }
+    if (!data.svg_note.empty()) html << fmt::format("<p>(No tree pictures: {}.)</p>\n", xml_escape(data.svg_note));
+}
+
+}  // namespace
+
+ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
+                         const std::optional<fs::path>& submission_manifest) {
+    fs::create_directories(out_dir);
+    ReportFiles files;
+    ReportData data;
+    data.store = &store;
+    data.out_dir = out_dir;
+    data.status = campaign::campaign_status(store);
+    data.series = load_campaign_series(store);
+    auto tree_export = search::export_trees(store, out_dir / "trees");
+    files.trees = tree_export.files;
+    files.svg_note = tree_export.svg_note;
+    data.svg_note = files.svg_note;
+    data.submission = read_submission(submission_manifest, files.submission_note);
+    double max_wall_secs = 0.0;
+    for (const auto& kernel : data.series.kernels) {
+        for (const auto& point : kernel.progress) {
+            max_wall_secs = std::max(max_wall_secs, point.wall_secs.value_or(0.0));
+        }
+    }
+    data.unit = time_unit_for(max_wall_secs);
+
+    std::ostringstream markdown;
+    markdown_summary(markdown, data);
+    markdown_plot_tables(markdown, data);
+    markdown_trees(markdown, data);
+    files.markdown = out_dir / "report.md";
+    write_text(files.markdown, markdown.str());
+
+    std::ostringstream html;
+    html_summary(html, data);
+    html_plots(html, data);
+    html_trees(html, data);
     html << "</body></html>\n";
     files.html = out_dir / "report.html";
     write_text(files.html, html.str());

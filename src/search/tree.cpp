@@ -15,6 +15,8 @@ namespace npuopt::search {
 
 namespace {
 
+constexpr std::size_t k_dot_move_chars = 32;  ///< a longer move is cut in a tree picture's node
+
 std::string cycles_text(const std::optional<double>& cycles) {
     return cycles ? fmt::format("{:.0f} cycles", *cycles) : std::string("not measured");
 }
@@ -169,17 +171,24 @@ std::string tree_dot(const DesignTree& tree) {
                              : node.edge.verdict == "rejected" || node.edge.verdict == "inconclusive" ? "grey50"
                              : node.edge.verdict == "accepted" ? "darkgreen"
                                                                 : "red3";
-        std::string label = fmt::format("#{} {}\\n{} {}", node.edge.step, dot_escape(design_label(node.design)),
-                                        dot_escape(node.edge.verdict),
-                                        node.edge.cycles ? fmt::format("{:.0f} cyc", *node.edge.cycles) : "");
-        out += fmt::format("  d{} [label=\"{}\", color={}{}];\n", node.edge.design_id, label, colour,
-                           node.on_champion_path ? ", penwidth=2.5, style=bold" : "");
+        // Compact: the move and the cycles (the verdict where nothing was measured); the design's
+        // full parameters, role and verdict go into the tooltip (an SVG <title>).
+        std::string move = node.edge.move.empty() ? node.edge.role : node.edge.move;
+        if (move.size() > k_dot_move_chars) move = move.substr(0, k_dot_move_chars - 3) + "...";
+        std::string measured = node.edge.cycles ? fmt::format("{:.0f} cyc", *node.edge.cycles) : node.edge.verdict;
+        std::string label = fmt::format("#{} {}\\n{}", node.edge.step, dot_escape(move), dot_escape(measured));
+        std::string tooltip = fmt::format("design {}: {} ({}: {}), {}{}", node.edge.design_id,
+                                          design_label(node.design), node.edge.role, node.edge.move, node.edge.verdict,
+                                          node.edge.last_stage.empty() ? "" : " at " + node.edge.last_stage);
+        out += fmt::format("  d{} [label=\"{}\", tooltip=\"{}\", color={}{}];\n", node.edge.design_id, label,
+                           dot_escape(tooltip), colour, node.on_champion_path ? ", penwidth=2.5, style=bold" : "");
     }
     for (const auto& node : tree.nodes) {
         if (!node.edge.parent_design_id || *node.edge.parent_design_id == node.edge.design_id) continue;
-        out += fmt::format("  d{} -> d{} [label=\"{}: {}\", fontsize=8{}];\n", *node.edge.parent_design_id,
-                           node.edge.design_id, dot_escape(node.edge.role), dot_escape(node.edge.move),
-                           node.on_champion_path && node.edge.verdict == "accepted" ? ", color=darkgreen, penwidth=2" : "");
+        out += fmt::format(
+            "  d{} -> d{} [label=\"{}\", fontsize=8{}];\n", *node.edge.parent_design_id, node.edge.design_id,
+            dot_escape(node.edge.role),
+            node.on_champion_path && node.edge.verdict == "accepted" ? ", color=darkgreen, penwidth=2" : "");
     }
     return out + "}\n";
 }
