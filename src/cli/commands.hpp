@@ -82,6 +82,15 @@ struct ReportOptions {
     std::optional<std::filesystem::path> out;
 };
 
+/// `npuopt serve DIR`.
+struct ServeOptions {
+    std::filesystem::path dir;
+    std::string bind = "127.0.0.1";
+    int port = 8765;
+    bool allow_remote = false;
+    bool require_token = false;
+};
+
 /// `npuopt bench kb|acceptance|search`.
 struct BenchOptions {
     std::string what;
@@ -131,6 +140,8 @@ int run_tree(const GlobalOptions& global, const TreeOptions& options);
 int run_submit(const GlobalOptions& global, const SubmitCliOptions& options);
 /// `npuopt report DIR`: Markdown and HTML/SVG report.
 int run_report(const GlobalOptions& global, const ReportOptions& options);
+/// `npuopt serve DIR`: the live dashboard until SIGINT/SIGTERM.
+int run_serve(const GlobalOptions& global, const ServeOptions& options);
 /// `npuopt bench …`: the benchmark programs.
 int run_bench(const GlobalOptions& global, const BenchOptions& options);
 /// `npuopt eval`: a user's kernel through the cascade and a race; exit 0 faster, 4 correct but not

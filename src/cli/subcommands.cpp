@@ -266,6 +266,37 @@ RegisteredCommand register_report(CLI::App& app) {
             }};
 }
 
+RegisteredCommand register_serve(CLI::App& app) {
+    struct State {
+        ServeOptions options;
+        CampaignArgs where;
+    };
+    auto state = std::make_shared<State>();
+    auto* sub = app.add_subcommand("serve",
+                                   "A live dashboard of the campaign in the browser (read-only, beside a running "
+                                   "`npuopt run`): champions, best-so-far plots and the latest steps, updated "
+                                   "as steps land");
+    add_campaign_args(sub, state->where);
+    sub->add_option("--port", state->options.port, "TCP port (0: any free port)")
+        ->check(CLI::Range(0, 65535))
+        ->capture_default_str();
+    sub->add_option("--bind", state->options.bind, "Address to listen on (beyond loopback needs --allow-remote)")
+        ->capture_default_str();
+    sub->add_flag("--allow-remote", state->options.allow_remote,
+                  "Allow a non-loopback --bind; every request then needs the token serve prints "
+                  "(or $NPUOPT_DASHBOARD_TOKEN)");
+    sub->add_flag("--require-token", state->options.require_token, "Ask for the token on loopback too");
+    sub->footer("Examples:\n"
+                "  npuopt serve camp                      # http://127.0.0.1:8765/\n"
+                "  npuopt serve camp --port 0 --json      # any free port; prints {\"url\": …}\n"
+                "  npuopt serve camp --bind 0.0.0.0 --allow-remote   # prints a URL with ?token=…\n\n"
+                "Stops on Ctrl-C (SIGINT) or SIGTERM with exit 0.");
+    return {sub, [state](const GlobalOptions& global) {
+                state->options.dir = *resolve_campaign_dir("serve", state->where.dir, state->where.campaign, true);
+                return run_serve(global, state->options);
+            }};
+}
+
 RegisteredCommand register_submit(CLI::App& app) {
     struct State {
         SubmitCliOptions options;
@@ -387,7 +418,7 @@ const char* exit_codes_help() {
 std::vector<RegisteredCommand> register_core_commands(CLI::App& app, const char* argv0) {
     return {register_init(app),         register_doctor(app), register_status(app), register_kb(app),
             register_bench(app, argv0), register_run(app),    register_tree(app),   register_report(app),
-            register_submit(app),       register_eval(app),   register_add(app),    register_demo(app)};
+            register_serve(app),        register_submit(app),       register_eval(app),   register_add(app),    register_demo(app)};
 }
 
 }  // namespace npuopt::cli

@@ -31,6 +31,7 @@ THIRD_PARTY = {
     "muparser": (re.compile(r"^muParser"), {"numerics", "search"}),
     "zlib": (re.compile(r"^zlib\.h$"), {"store"}),
     "mustache": (re.compile(r"^kainjow/"), {"llm"}),
+    "cpp-httplib": (re.compile(r"^httplib\.h$"), {"report"}),
 }
 DEPS = re.compile(r'^set\(deps_([a-z_]+)((?:\s+[^)\s]+)*)\s*\)', re.M)
 LAYERS = re.compile(r'^set\(NPUOPT_LAYERS((?:\s+[a-z_]+)+)\s*\)', re.M)

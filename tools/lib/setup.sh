@@ -15,6 +15,10 @@ NPUOPT_APT_PACKAGES=(
   bubblewrap graphviz python3
 )
 
+# Debian packages only the tests need (tools/quickstart-test.sh): headless Chromium for the
+# dashboard's browser test.
+NPUOPT_TEST_APT_PACKAGES=(chromium)
+
 npuopt_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 npuopt_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
