@@ -59,6 +59,7 @@ void CampaignRecords::begin_run() {
 
 void CampaignRecords::emit(const std::string& kind, const nlohmann::json& payload) {
     m_store->record_event(kind, payload.dump());
+    if (m_listener) m_listener(kind, payload);
     if (m_event_log) {
         try {
             m_event_log->write(kind, payload);

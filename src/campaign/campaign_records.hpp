@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,10 @@ public:
     void begin_run();
     /// An event, in the store and in events.jsonl.
     void emit(const std::string& kind, const nlohmann::json& payload);
+    /// Also hand every event to `listener` (`run --message-format json`); empty: none.
+    void set_listener(std::function<void(const std::string&, const nlohmann::json&)> listener) {
+        m_listener = std::move(listener);
+    }
 
     /// Read the counters of earlier runs (the device runs counted as launches happened included).
     Counters load_counters();
@@ -79,6 +84,7 @@ private:
     std::string m_target;
     std::string m_started_at = log::utc_timestamp();
     std::unique_ptr<log::EventLog> m_event_log;
+    std::function<void(const std::string&, const nlohmann::json&)> m_listener;
 };
 
 }  // namespace npuopt::campaign

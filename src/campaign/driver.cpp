@@ -55,6 +55,32 @@ std::vector<std::int64_t> read_queue(store::TreeStore tree, const std::string& k
     return ids;
 }
 
+namespace {
+std::string resume_key(const std::string& kernel) { return "resume_queue/" + kernel; }
+}  // namespace
+
+std::vector<ResumeEntry> read_resume_queue(store::TreeStore tree, const std::string& kernel) {
+    std::vector<ResumeEntry> entries;
+    const auto text = tree.state(resume_key(kernel));
+    if (!text || text->empty()) return entries;
+    const nlohmann::json json = nlohmann::json::parse(*text, nullptr, false);
+    if (!json.is_array()) return entries;
+    for (const auto& item : json) {
+        if (!item.is_object() || !item.contains("design_id") || !item["design_id"].is_number_integer()) continue;
+        entries.push_back({item["design_id"].get<std::int64_t>(), item.value("role", std::string("resume")),
+                           item.value("move", std::string()), item.value("reason", std::string())});
+    }
+    return entries;
+}
+
+void write_resume_queue(store::TreeStore tree, const std::string& kernel, const std::vector<ResumeEntry>& entries) {
+    nlohmann::json json = nlohmann::json::array();
+    for (const auto& entry : entries) {
+        json.push_back({{"design_id", entry.design_id}, {"role", entry.role}, {"move", entry.move}, {"reason", entry.reason}});
+    }
+    tree.set_state(resume_key(kernel), json.dump());
+}
+
 }  // namespace driver_detail
 
 using namespace driver_detail;
@@ -162,6 +188,7 @@ KernelRuntime* CampaignDriver::Impl::pick_kernel() {
         if (!kernel->active()) continue;
         if (!kernel->champion && !kernel->baseline_tried) return kernel.get();  // baselines first
         if (kernel->port_pending) return kernel.get();  // then ports after a toolchain update
+        if (!read_resume_queue(records.trees(), kernel->name()).empty()) return kernel.get();  // then steps a budget cut
         if (!read_queue(records.trees(), kernel->name()).empty()) return kernel.get();  // then designs users added
         if (options.only_queued) continue;
         const double reference = kernel->sol_cycles > 0
@@ -194,6 +221,7 @@ void CampaignDriver::Impl::step_kernel(KernelRuntime& kernel) {
         port_kernel(kernel);
         return;
     }
+    if (step_resumed(kernel)) return;
     if (step_queued(kernel)) return;
     std::string blocked_by;
     search::ProposalRequest request;
@@ -270,6 +298,30 @@ bool CampaignDriver::Impl::step_queued(KernelRuntime& kernel) {
     store::Transaction transaction = records.store().database().transaction();
     records.trees().set_state(queue_key(kernel.name()), nlohmann::json(queue).dump());
     transaction.commit();
+    return true;
+}
+
+bool CampaignDriver::Impl::step_resumed(KernelRuntime& kernel) {
+    std::vector<ResumeEntry> queue = read_resume_queue(records.trees(), kernel.name());
+    if (queue.empty()) return false;
+    const ResumeEntry entry = queue.front();
+    queue.erase(queue.begin());
+    {  // taken off first: a step cut again is queued again by evaluate_step
+        store::Transaction transaction = records.store().database().transaction();
+        write_resume_queue(records.trees(), kernel.name(), queue);
+        transaction.commit();
+    }
+    auto record = records.store().find_design(entry.design_id);
+    auto design = record ? records.design_from_record(kernel, *record) : std::nullopt;
+    if (!design) return true;
+    search::Proposal proposal;
+    proposal.design = *design;
+    proposal.role = entry.role;
+    proposal.move = entry.move;
+    proposal.reason = entry.reason.rfind("resumed: ", 0) == 0
+                          ? entry.reason
+                          : fmt::format("resumed: cut short by a budget in an earlier run; {}", entry.reason);
+    evaluate_step(kernel, proposal);
     return true;
 }
 

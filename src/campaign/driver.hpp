@@ -66,6 +66,12 @@ struct CampaignOptions {
     std::string target;
     std::uint64_t seed = 1;
     double wall_budget_secs = 7200.0;     ///< whole campaign, across resumed runs
+    /// Seconds of the wall budget kept back for work after this run (a submission), given the
+    /// campaign's mean launch wall time so far (0 when none yet); asked before every step. The
+    /// run ends, and a step is cut at a launch boundary, where budget minus reserve is spent.
+    std::function<double(double mean_launch_secs)> wall_reserve_secs;
+    /// Every event the run records (kind, payload), as it is recorded; empty: none.
+    std::function<void(const std::string& kind, const nlohmann::json& payload)> on_event;
     std::int64_t device_run_budget = 2000;
     std::int64_t llm_token_budget = 0;    ///< budgets.llm_tokens (recorded with the budgets)
     /// The LLM's shared token budget; the loop stops once it is spent (null: no LLM).

@@ -34,6 +34,17 @@ std::string queue_key(const std::string& kernel);
 /// The design ids queued for `kernel`, oldest first.
 std::vector<std::int64_t> read_queue(store::TreeStore tree, const std::string& kernel);
 
+/// A step a budget cut short (at a launch boundary), to be evaluated again first when the
+/// campaign next runs: kept in the tree state "resume_queue/<kernel>".
+struct ResumeEntry {
+    std::int64_t design_id = 0;
+    std::string role;
+    std::string move;
+    std::string reason;
+};
+std::vector<ResumeEntry> read_resume_queue(store::TreeStore tree, const std::string& kernel);
+void write_resume_queue(store::TreeStore tree, const std::string& kernel, const std::vector<ResumeEntry>& entries);
+
 }  // namespace driver_detail
 
 /// What one evaluated step decided, computed once and read by learning, bookkeeping and the commit.
@@ -56,7 +67,9 @@ struct CampaignDriver::Impl {
     Impl(store::CampaignStore& campaign_store, Evaluator& step_evaluator, CampaignOptions campaign_options)
         : evaluator(&step_evaluator),
           options(std::move(campaign_options)),
-          records(campaign_store, options.dir, options.target) {}
+          records(campaign_store, options.dir, options.target) {
+        records.set_listener(options.on_event);
+    }
 
     Evaluator* evaluator;
     CampaignOptions options;
@@ -84,9 +97,13 @@ struct CampaignDriver::Impl {
     void block_kernel(KernelRuntime& kernel, const std::string& why);
 
     double age() const { return counters.age(options.wall_budget_secs, options.device_run_budget); }
+    /// The wall budget this run may use up to: the budget less the reserve (0: no wall budget).
+    double wall_limit() const;
 
     /// Device runs the budget still allows (none: no device-run budget).
     std::optional<std::int64_t> device_runs_left() const;
+    /// Hand the evaluator what the budgets leave: device runs and the wall-time deadline.
+    void apply_budgets();
 
     // ---- evaluation ------------------------------------------------------------------------
 
@@ -146,6 +163,9 @@ struct CampaignDriver::Impl {
 
     /// The oldest design a user queued for `kernel` (`npuopt add`), evaluated and raced; false when none.
     bool step_queued(KernelRuntime& kernel);
+
+    /// The oldest step a budget cut short in an earlier run, evaluated again; false when none.
+    bool step_resumed(KernelRuntime& kernel);
 
     void step_kernel(KernelRuntime& kernel);
 

@@ -147,10 +147,14 @@ std::optional<CampaignResult> CampaignDriver::Impl::stop_condition() const {
         result.message = fmt::format("LLM token budget spent ({} of {} tokens this run{})",
                                      options.llm_budget->spent_tokens(), options.llm_budget->limit_tokens(),
                                      options.llm_budget->remaining_tokens() > 0 ? "; the rest affords no call" : "");
-    } else if (options.wall_budget_secs > 0 && counters.wall_used() >= options.wall_budget_secs) {
+    } else if (options.wall_budget_secs > 0 && counters.wall_used() >= wall_limit()) {
         result.stop = StopReason::wall_budget;
-        result.message = fmt::format("wall-time budget spent ({:.0f} s of {:.0f} s)", counters.wall_used(),
-                                     options.wall_budget_secs);
+        const double reserve = options.wall_budget_secs - wall_limit();
+        result.message = reserve > 0.5 ? fmt::format("wall-time budget spent ({:.0f} s of {:.0f} s, {:.0f} s kept for "
+                                                     "the submission)",
+                                                     counters.wall_used(), options.wall_budget_secs, reserve)
+                                       : fmt::format("wall-time budget spent ({:.0f} s of {:.0f} s)",
+                                                     counters.wall_used(), options.wall_budget_secs);
     } else {
         return std::nullopt;
     }

@@ -19,6 +19,26 @@ std::optional<std::int64_t> CampaignDriver::Impl::device_runs_left() const {
     return std::max<std::int64_t>(0, options.device_run_budget - counters.device_runs);
 }
 
+double CampaignDriver::Impl::wall_limit() const {
+    if (options.wall_budget_secs <= 0) return 0.0;
+    if (!options.wall_reserve_secs) return options.wall_budget_secs;
+    const double mean_launch =
+        counters.device_runs > 0 ? counters.device_secs / static_cast<double>(counters.device_runs) : 0.0;
+    return std::max(1e-9, options.wall_budget_secs - std::max(0.0, options.wall_reserve_secs(mean_launch)));
+}
+
+void CampaignDriver::Impl::apply_budgets() {
+    evaluator->set_device_run_allowance(device_runs_left());
+    if (options.wall_budget_secs > 0) {
+        const double left = std::max(0.0, wall_limit() - counters.wall_used());
+        evaluator->set_deadline(std::chrono::steady_clock::now() +
+                                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(left)));
+    } else {
+        evaluator->set_deadline(std::nullopt);
+    }
+}
+
 std::optional<eval::Champion> CampaignDriver::Impl::champion_of(KernelRuntime& kernel) {
     if (!kernel.champion) return std::nullopt;
     eval::Champion champion;
@@ -39,7 +59,7 @@ eval::Outcome CampaignDriver::Impl::evaluate(const eval::Candidate& candidate,
                                              const std::optional<eval::Champion>& champion,
                                              const KernelRuntime& kernel) {
     try {
-        evaluator->set_device_run_allowance(device_runs_left());
+        apply_budgets();
         return evaluator->evaluate(candidate, champion, kernel.setup.context);
     } catch (const Error& error) {
         if (error.kind() == ErrorKind::interrupted || error.kind() == ErrorKind::store) throw;
@@ -104,7 +124,22 @@ eval::StepVerdict CampaignDriver::Impl::evaluate_step(KernelRuntime& kernel, con
     learn_from_step(kernel, proposal, decision);
     account_step(kernel, decision);
     std::int64_t link_id = 0;
-    evaluator->commit_step([&] { link_id = commit_step_records(kernel, proposal, decision); });
+    // A design whose evaluation a budget cut at a launch boundary is evaluated again, first,
+    // when the campaign next runs (a baseline is retried anyway; a port is redone as a port).
+    const bool resume = decision.outcome.budget_exhausted && !decision.is_baseline && !decision.becomes_champion &&
+                        !port_measure_only;
+    evaluator->commit_step([&] {
+        link_id = commit_step_records(kernel, proposal, decision);
+        if (resume) {
+            auto queue = read_resume_queue(records.trees(), kernel.name());
+            queue.push_back({design_id, proposal.role, proposal.move, proposal.reason});
+            write_resume_queue(records.trees(), kernel.name(), queue);
+            records.emit("step_cut", {{"kernel", kernel.name()},
+                                      {"design_id", design_id},
+                                      {"reason", decision.edge.final_reason},
+                                      {"then", "evaluated again first when the campaign next runs"}});
+        }
+    });
     counters.steps_this_run += 1;
     counters.device_runs_this_run += decision.outcome.device_runs;
     if (decision.becomes_champion) {
@@ -308,7 +343,7 @@ void CampaignDriver::Impl::report(const KernelRuntime& kernel, const search::Pro
     progress.wall_secs_used = counters.wall_used();
     progress.wall_secs_budget = options.wall_budget_secs;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - counters.run_start).count();
-    double eta = std::max(0.0, options.wall_budget_secs - counters.wall_used());
+    double eta = std::max(0.0, wall_limit() - counters.wall_used());
     if (counters.device_runs_this_run > 0 && options.device_run_budget > 0) {
         const double per_run = elapsed / static_cast<double>(counters.device_runs_this_run);
         eta = std::min(eta, per_run * static_cast<double>(

@@ -4,6 +4,7 @@
 // An evaluation keeps its records until the driver commits the step (commit_step), so that the
 // stage rows, the knowledge base's updates and the driver's tree edge land in one transaction.
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,6 +40,9 @@ public:
     /// Device runs the next evaluation may spend (the budget left; none = unbounded): a race
     /// ends inconclusive rather than overrun the campaign's device-run budget.
     virtual void set_device_run_allowance(std::optional<std::int64_t> allowance) { (void)allowance; }
+    /// When the wall-time budget ends (none = no limit): no launch starts after it, and the
+    /// evaluation under way ends inconclusive with budget_exhausted at its next launch boundary.
+    virtual void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) { (void)deadline; }
     /// Commit what the last evaluate/revalidate kept and `step_writes` (the driver's), in one
     /// transaction. An evaluator that keeps nothing runs `step_writes` alone.
     virtual void commit_step(const std::function<void()>& step_writes) { step_writes(); }
@@ -63,6 +67,9 @@ public:
     void set_strict(bool strict) override;
     void set_device_run_allowance(std::optional<std::int64_t> allowance) override {
         m_cascade->set_device_run_allowance(allowance);
+    }
+    void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) override {
+        m_cascade->set_deadline(deadline);
     }
     void commit_step(const std::function<void()>& step_writes) override { m_cascade->commit(step_writes); }
 

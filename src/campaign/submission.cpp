@@ -11,6 +11,7 @@
 
 #include "campaign/driver.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/hash.hpp"
 #include "eval/cascade.hpp"
 #include "eval/seed_stream.hpp"
@@ -120,6 +121,9 @@ struct SubmitRun {
     const fs::path& dir;
     const std::string& toolchain_version;
     std::ostringstream& replay;
+    PhaseClock clock;                  ///< the re-verification's progress and ETA
+    std::size_t measurements_total = 0;  ///< champion and reference of every kernel
+    std::size_t measurements_done = 0;
 };
 
 /// What the kernel's speedup is measured against: the baseline, or where it failed, the first
@@ -180,9 +184,12 @@ KernelResult submit_kernel(SubmitRun& run, const KernelSetup& setup) {
         candidate.content_hash = design.content_hash;
         candidate.kernel = design.kernel;
         candidate.source_file = materialise(workspace.dir, design, extension);
-        if (options.on_progress)
-            options.on_progress(fmt::format("{}: measuring the {} ({} runs)", result.kernel, what, options.runs));
+        if (options.on_progress) {
+            options.on_progress(fmt::format("{}: measuring the {} ({} runs) [{}]", result.kernel, what, options.runs,
+                                            run.clock.text(run.measurements_done, run.measurements_total)));
+        }
         auto measured = run.cascade.measure(candidate, setup.context, seeds);
+        run.measurements_done += 1;
         replay << fmt::format("{} {} {} ({}): runs [{}] median {} all passed correctness: {}{}\n", result.kernel, what,
                               design.content_hash, design.template_name, fmt::join(measured.cycles, ", "),
                               measured.cycles_median ? fmt::format("{:.0f}", *measured.cycles_median) : "-",
@@ -271,7 +278,7 @@ Submission build_submission(Workspace& workspace, const SubmitOptions& options) 
 
     SubmitRun run{
         workspace, options, trees, cascade, model ? &*model : nullptr, submission.dir, submission.toolchain_version,
-        replay};
+        replay, PhaseClock(), 2 * setups.size(), 0};
     bool any_champion = false;
     for (const auto& setup : setups) {
         KernelResult result = submit_kernel(run, setup);

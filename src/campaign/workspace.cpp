@@ -10,6 +10,7 @@
 #include "config/microbench_config.hpp"
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "eval/cascade.hpp"
 #include "eval/speed_of_light.hpp"
 #include "knowledge/knowledge_base.hpp"
@@ -138,13 +139,24 @@ knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOpti
                 if (probe.quick) run_options.only_probes.push_back(probe.name);
             }
         }
+        PhaseClock clock;
+        std::string point_line;
         if (options.on_progress) {
             run_options.on_point = [&](const knowledge::MicrobenchPoint& point) {
-                options.on_progress(fmt::format("  probe {:<16} {:<9} {}", point.probe,
-                                                knowledge::point_status_name(point.status),
-                                                point.status == knowledge::PointStatus::ok
-                                                    ? fmt::format("{:.0f} cycles", point.cycles_median)
-                                                    : point.message.substr(0, 80)));
+                point_line = fmt::format("  probe {:<16} {:<9} {}", point.probe, knowledge::point_status_name(point.status),
+                                         point.status == knowledge::PointStatus::ok
+                                             ? fmt::format("{:.0f} cycles", point.cycles_median)
+                                             : point.message.substr(0, 80));
+            };
+            run_options.on_count = [&](std::size_t done, std::size_t total) {
+                options.on_progress(fmt::format("{:<60} [{}]", point_line, clock.text(done, total)));
+            };
+        }
+        if (options.on_point) {
+            auto print = run_options.on_point;
+            run_options.on_point = [print, &options](const knowledge::MicrobenchPoint& point) {
+                if (print) print(point);
+                options.on_point(point);
             };
         }
         // The suite's launches get the same compile cache as every other call.
@@ -279,6 +291,8 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
     driver_options.max_steps = overrides.max_steps;
     driver_options.progress = overrides.progress;
     driver_options.stop_requested = overrides.stop_requested;
+    driver_options.wall_reserve_secs = overrides.wall_reserve_secs;
+    driver_options.on_event = overrides.on_event;
     if (!version.empty()) driver_options.source_rules = &source_rules;
 
     search::RuleCheck rule_check = [&rules](const std::map<std::string, double>& quantities) -> std::optional<std::string> {

@@ -16,6 +16,7 @@
 #include "config/campaign_config.hpp"
 #include "config/target_config.hpp"
 #include "knowledge/hardware_model.hpp"
+#include "knowledge/microbench.hpp"
 #include "knowledge/refresh.hpp"
 #include "proc/subprocess.hpp"
 #include "store/campaign_store.hpp"
@@ -54,7 +55,8 @@ struct KbBuildOptions {
     bool quick = false;  ///< a subset of the suite (the probes the campaign's cost model needs most)
     bool force = true;   ///< rebuild even when the toolchain version did not change
     int parallel = 2;
-    std::function<void(const std::string& line)> on_progress;
+    std::function<void(const std::string& line)> on_progress;  ///< one line per point, with an ETA
+    std::function<void(const knowledge::MicrobenchPoint&)> on_point;  ///< every point measured (demo: launch times)
 };
 
 /// Ingest docs, run the microbenchmarks, fit and record the hardware model, re-validate rules:
@@ -68,6 +70,8 @@ struct RunOverrides {
     std::optional<std::int64_t> max_steps;
     std::function<void(const campaign::Progress&)> progress;
     std::function<bool()> stop_requested;     ///< empty: SIGINT/SIGTERM (core/interrupt)
+    std::function<double(double)> wall_reserve_secs;  ///< CampaignOptions::wall_reserve_secs (demo: the submission)
+    std::function<void(const std::string&, const nlohmann::json&)> on_event;  ///< CampaignOptions::on_event
     llm::ClientDeps llm_deps;                 ///< the LLM client's clock, sleeper, environment (tests)
     bool only_queued = false;                 ///< evaluate only the designs users added (`npuopt add`)
 };

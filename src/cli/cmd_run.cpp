@@ -15,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "campaign/workspace.hpp"
 #include "search/tree.hpp"
 #include "store/tree_store.hpp"
@@ -24,23 +25,57 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string duration_text(double secs) {
-    if (secs < 0) secs = 0;
-    const auto total = static_cast<long long>(secs + 0.5);
-    if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
-    return fmt::format("{}m{:02}s", total / 60, total % 60);
-}
-
 }  // namespace
 
 std::string progress_line(const campaign::Progress& progress) {
-    return fmt::format("[step {}] {} {}:{} {} | champion {} cyc | {:.3f}x{} | {:.0f}% of SOL | device runs {}/{} | "
-                       "ETA {}",
+    return fmt::format("[step {}] {} {}:{} {} | champion {} cyc | {:.3f}x{} | {:.0f}% of speed of light | device runs "
+                       "{}/{} | wall {} of {} | ETA {}",
                        progress.step, progress.kernel, progress.role, progress.design.substr(0, 32), progress.verdict,
                        progress.champion_cycles ? fmt::format("{:.0f}", *progress.champion_cycles) : std::string("-"),
                        progress.speedup, progress.reference == "baseline" ? "" : " (vs first correct design)",
-                       progress.sol_fraction * 100.0, progress.device_runs_used,
-                       progress.device_runs_budget, progress.eta_secs ? duration_text(*progress.eta_secs) : "-");
+                       progress.sol_fraction * 100.0, progress.device_runs_used, progress.device_runs_budget,
+                       duration_text(progress.wall_secs_used), duration_text(progress.wall_secs_budget),
+                       progress.eta_secs ? duration_text(*progress.eta_secs) : "-");
+}
+
+nlohmann::json progress_json(const campaign::Progress& progress) {
+    auto optional = [](const std::optional<double>& value) { return value ? nlohmann::json(*value) : nlohmann::json(); };
+    return {{"event", "step"},
+            {"step", progress.step},
+            {"kernel", progress.kernel},
+            {"role", progress.role},
+            {"design", progress.design},
+            {"verdict", progress.verdict},
+            {"champion_cycles", optional(progress.champion_cycles)},
+            {"reference_cycles", optional(progress.baseline_cycles)},
+            {"reference", progress.reference},
+            {"speedup", progress.speedup},
+            {"fraction_of_speed_of_light", progress.sol_fraction},
+            {"device_runs_used", progress.device_runs_used},
+            {"device_runs_budget", progress.device_runs_budget},
+            {"wall_secs_used", progress.wall_secs_used},
+            {"wall_secs_budget", progress.wall_secs_budget},
+            {"eta_secs", optional(progress.eta_secs)}};
+}
+
+nlohmann::json result_json(const campaign::CampaignResult& result) {
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const auto& kernel : result.kernels) {
+        kernels.push_back({{"kernel", kernel.kernel},
+                           {"status", kernel.status},
+                           {"reason", kernel.reason},
+                           {"shape", kernel.shape},
+                           {"reference", kernel.reference},
+                           {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nullptr},
+                           {"champion_cycles", kernel.champion_cycles ? nlohmann::json(*kernel.champion_cycles) : nullptr},
+                           {"champion", kernel.champion},
+                           {"designs", kernel.designs}});
+    }
+    return {{"stop", campaign::stop_reason_name(result.stop)},
+            {"message", result.message},
+            {"steps_this_run", result.steps_this_run},
+            {"device_runs_used", result.device_runs_used},
+            {"kernels", kernels}};
 }
 
 campaign::CampaignResult run_with_progress(campaign::Workspace& workspace, const RunOptions& options, bool json) {
@@ -48,6 +83,27 @@ campaign::CampaignResult run_with_progress(campaign::Workspace& workspace, const
     overrides.budget_minutes = options.budget_minutes;
     overrides.device_runs = options.device_runs;
     overrides.max_steps = options.max_steps;
+    overrides.wall_reserve_secs = options.wall_reserve_secs;
+    if (options.stream_json) {
+        // One object per line on stdout, flushed as it happens (cargo's --message-format json).
+        overrides.progress = [](const campaign::Progress& progress) {
+            std::cout << progress_json(progress).dump() << std::endl;
+        };
+        overrides.on_event = [](const std::string& kind, const nlohmann::json& payload) {
+            nlohmann::json line = {{"event", kind}};
+            if (payload.is_object()) {
+                for (const auto& [key, value] : payload.items()) {
+                    if (key != "event") line[key] = value;
+                }
+            }
+            std::cout << line.dump() << std::endl;
+        };
+        auto result = campaign::run_workspace(workspace, overrides);
+        nlohmann::json finished = result_json(result);
+        finished["event"] = "finished";
+        std::cout << finished.dump() << std::endl;
+        return result;
+    }
     const bool live = !json && ::isatty(STDERR_FILENO);
     overrides.progress = [live](const campaign::Progress& progress) {
         if (live) std::cerr << "\r\033[K" << progress_line(progress) << std::flush;
@@ -94,26 +150,10 @@ int run_run(const GlobalOptions& global, const RunOptions& options) {
                                 why_missing, options.dir.string()));
     }
     auto result = run_with_progress(workspace, options, global.json);
-    if (global.json) {
-        nlohmann::json kernels = nlohmann::json::array();
-        for (const auto& kernel : result.kernels) {
-            kernels.push_back({{"kernel", kernel.kernel},
-                               {"status", kernel.status},
-                               {"reason", kernel.reason},
-                               {"shape", kernel.shape},
-                               {"reference", kernel.reference},
-                               {"baseline_cycles", kernel.baseline_cycles ? nlohmann::json(*kernel.baseline_cycles) : nullptr},
-                               {"champion_cycles", kernel.champion_cycles ? nlohmann::json(*kernel.champion_cycles) : nullptr},
-                               {"champion", kernel.champion},
-                               {"designs", kernel.designs}});
-        }
-        std::cout << nlohmann::json{{"stop", campaign::stop_reason_name(result.stop)},
-                                    {"message", result.message},
-                                    {"steps_this_run", result.steps_this_run},
-                                    {"device_runs_used", result.device_runs_used},
-                                    {"kernels", kernels}}
-                         .dump(2)
-                  << '\n';
+    if (options.stream_json) {
+        // the stream ended with {"event":"finished",...}
+    } else if (global.json) {
+        std::cout << result_json(result).dump(2) << '\n';
     } else {
         std::cout << outcome_text(result);
     }

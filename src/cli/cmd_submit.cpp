@@ -8,7 +8,9 @@
 #include "cli/commands.hpp"
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "report/report.hpp"
+#include "campaign/kb_figures.hpp"
 #include "campaign/submission.hpp"
 #include "campaign/workspace.hpp"
 
@@ -52,8 +54,15 @@ int run_report(const GlobalOptions& global, const ReportOptions& options) {
     store::Database::Options open_options;
     open_options.create = false;
     auto store = store::CampaignStore::open(db_file, open_options);
+    std::optional<campaign::KbFigures> kb;
+    try {  // the fits need the target's suite: from the campaign's workspace (nothing is run)
+        auto workspace = campaign::open_workspace(options.dir, global.knowledge_dir);
+        kb = campaign::kb_figures(workspace);
+    } catch (const Error& error) {
+        log::warn("report: no knowledge-base figures: {}", error.what());
+    }
     auto files = report::write_report(store, options.out.value_or(options.dir / "report"),
-                                      options.dir / "submission" / "manifest.json");
+                                      options.dir / "submission" / "manifest.json", kb ? &*kb : nullptr);
     if (global.json) {
         nlohmann::json trees = nlohmann::json::array();
         for (const auto& file : files.trees) trees.push_back(file.string());

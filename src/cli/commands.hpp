@@ -3,6 +3,7 @@
 // in subcommands.cpp (registry.hpp), which with app.cpp and records_cli.cpp alone sees CLI11.
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <cstdint>
 #include <string>
@@ -58,6 +59,9 @@ struct RunOptions {
     std::optional<double> budget_minutes;
     std::optional<std::int64_t> device_runs;
     std::optional<std::int64_t> max_steps;
+    bool stream_json = false;  ///< --message-format json: one JSON object per line per event, on stdout
+    /// Wall time kept back for work after the run (demo: the submission); see CampaignOptions.
+    std::function<double(double mean_launch_secs)> wall_reserve_secs;
 };
 
 /// `npuopt tree show KERNEL | export`.

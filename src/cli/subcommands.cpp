@@ -190,6 +190,7 @@ RegisteredCommand register_run(CLI::App& app) {
         double budget_minutes = 0.0;
         std::int64_t device_runs = 0;
         std::int64_t max_steps = 0;
+        std::string message_format = "human";
     };
     auto state = std::make_shared<State>();
     auto* sub = app.add_subcommand("run",
@@ -202,8 +203,14 @@ RegisteredCommand register_run(CLI::App& app) {
     auto* device_option = sub->add_option("--device-runs", state->device_runs,
                                           "Device runs for this run (default: what is left of budgets.device_runs)");
     auto* steps_option = sub->add_option("--max-steps", state->max_steps, "Stop after so many steps");
+    sub->add_option("--message-format", state->message_format,
+                    "human (progress on stderr, summary at the end) or json (one JSON object per line on stdout "
+                    "for every step and event as it happens, then {\"event\":\"finished\",...}, as cargo does)")
+        ->check(CLI::IsMember({"human", "json"}))
+        ->capture_default_str();
     return {sub, [state, budget_option, device_option, steps_option](const GlobalOptions& global) {
                 RunOptions& options = state->options;
+                options.stream_json = state->message_format == "json";
                 if (budget_option->count()) options.budget_minutes = state->budget_minutes;
                 if (device_option->count()) options.device_runs = state->device_runs;
                 if (steps_option->count()) options.max_steps = state->max_steps;
@@ -392,7 +399,8 @@ RegisteredCommand register_demo(CLI::App& app) {
                                    "npuopt's main job on npu-sim in one command: init, kb build, a budgeted "
                                    "campaign and a submission; ends with the results table");
     add_campaign_args(sub, state->where, "Campaign directory to create (default: a new temporary directory)");
-    sub->add_option("--minutes", state->options.minutes, "Campaign budget in minutes")
+    sub->add_option("--minutes", state->options.minutes,
+                    "Wall time for the whole command in minutes: kb build, campaign and submission")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     sub->add_flag("--full-kb", state->options.full_kb, "Run the whole microbenchmark suite (slower)");

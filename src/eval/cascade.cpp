@@ -116,6 +116,7 @@ std::string Cascade::bench_config_hash(const KernelContext& kernel) const {
 
 bool Cascade::start_launch() {
     if (m_allowance && m_launches_started >= *m_allowance) return false;
+    if (out_of_time()) return false;
     ++m_launches_started;
     if (m_launch_hook) m_launch_hook();
     return true;
@@ -182,6 +183,7 @@ StageContext Cascade::context_for(const Candidate& candidate, const std::optiona
         outcome,
         {},
         m_source_rules,
+        [this] { return out_of_time(); },
     };
 }
 
@@ -245,6 +247,12 @@ Outcome Cascade::revalidate(const Champion& champion, const Champion& predecesso
         }
         race_config.max_launches = static_cast<std::size_t>(*m_allowance);
     }
+    if (out_of_time()) {
+        outcome.budget_exhausted = true;
+        outcome.final_reason = "race: inconclusive: re-validation skipped, the wall-time budget has run out";
+        return outcome;
+    }
+    race_config.out_of_time = [this] { return out_of_time(); };
     // The race's roles: the predecessor runs as its champion (A), the current champion as the candidate (B).
     RaceOutcome race = run_journalled_race(
         context, predecessor.candidate, champion.candidate, race_config, race_config.seed, "revalidate-check",

@@ -9,6 +9,7 @@
 //    rules on   Estimator)     rules       seeds, anti-    runs; speed  sequential test
 //    quantities)               mined)      gaming)         of light)    vs champion)
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -74,6 +75,10 @@ public:
     /// The race stops, inconclusive, rather than run past it.
     /// Every stage stops (inconclusive, budget_exhausted) before a launch that would pass it.
     void set_device_run_allowance(std::optional<std::int64_t> allowance) { m_allowance = allowance; }
+    /// When the campaign's wall-time budget ends (none = no limit): from then on no stage starts
+    /// another launch and a race ends before its next pair, inconclusive with budget_exhausted, so
+    /// a step overruns by at most the launch in flight.
+    void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) { m_deadline = deadline; }
     /// Called just before every device launch (retries included), so a caller can persist the
     /// count as launches happen: a killed step's launches are still charged.
     void set_launch_hook(std::function<void()> hook) { m_launch_hook = std::move(hook); }
@@ -102,6 +107,8 @@ private:
     std::function<std::vector<std::unique_ptr<Stage>>()> m_make_stages;
     bool m_deferred = false;
     std::optional<std::int64_t> m_allowance;
+    std::optional<std::chrono::steady_clock::time_point> m_deadline;
+    bool out_of_time() const { return m_deadline && std::chrono::steady_clock::now() >= *m_deadline; }
     std::function<void()> m_launch_hook;
     std::int64_t m_launches_started = 0;  ///< launches of the current evaluate/revalidate call
     CascadeConfig m_config;

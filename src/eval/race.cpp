@@ -51,6 +51,13 @@ std::optional<PairPlan> Race::next_pair() {
                            m_config.max_launches, m_verdict.pairs_completed));
         return std::nullopt;
     }
+    if (!m_pending && m_config.out_of_time && m_config.out_of_time()) {
+        m_verdict.out_of_time = true;
+        finish(Decision::inconclusive, true,
+               fmt::format("inconclusive: the wall-time budget ran out before pair {} (cut at a launch boundary)",
+                           m_verdict.pairs_completed));
+        return std::nullopt;
+    }
     if (!m_pending) m_pending = m_plan.plan_next_pair();
     return m_pending;
 }

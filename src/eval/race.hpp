@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -89,6 +90,9 @@ struct RaceConfig {
     std::size_t max_launches = 0;          ///< launches the race may spend (the campaign's device-run
                                            ///< budget left); 0 = no cap. Stopping early can only turn
                                            ///< an accept into "inconclusive", never the reverse
+    /// True once the campaign's wall-time budget has run out: the race ends inconclusive before
+    /// its next pair (a launch boundary). Empty: no wall-time limit.
+    std::function<bool()> out_of_time = {};
 };
 
 /// How the race ended (or stands).
@@ -100,6 +104,7 @@ struct RaceVerdict {
     std::size_t transient_failures = 0;
     std::size_t retries = 0;
     bool aborted = false;                ///< ended by failures rather than by the test
+    bool out_of_time = false;            ///< ended because the wall-time budget ran out (aborted too)
     bool candidate_incorrect = false;    ///< rejected because a checked candidate launch was wrong
     bool champion_incorrect = false;     ///< inconclusive because a checked champion launch was wrong
     std::string reason;

@@ -53,6 +53,10 @@ struct StageContext {
     Outcome& outcome;                  ///< filled as stages run (cycles, correctness, the race)
     std::vector<double> checked_cycles;  ///< correctness → screen: the checked launches' cycles
     knowledge::SourceRules* source_rules = nullptr;  ///< rewrites and known failures (may be null)
+    std::function<bool()> out_of_time;  ///< the campaign's wall-time budget has run out (may_launch refuses too)
+
+    /// Which budget stopped a launch, for reasons: "wall-time budget" or "device-run budget".
+    std::string spent_budget() const { return out_of_time && out_of_time() ? "wall-time budget" : "device-run budget"; }
 };
 
 /// How a stage ended.

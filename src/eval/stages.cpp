@@ -298,8 +298,8 @@ public:
             if (m_launches.budget_stopped()) {
                 outcome.budget_exhausted = true;
                 return ended(Verdict::inconclusive,
-                             fmt::format("the device-run budget is spent after {} of {} correctness launches",
-                                         m_launches.launches(), seeds.size()),
+                             fmt::format("the {} is spent after {} of {} correctness launches",
+                                         context.spent_budget(), m_launches.launches(), seeds.size()),
                              &m_launches);
             }
             if (result.call.status == target::CallStatus::ok) cycles.insert(cycles.end(), result.cycles.begin(), result.cycles.end());
@@ -416,7 +416,8 @@ public:
             if (m_launches.budget_stopped()) {
                 outcome.budget_exhausted = true;
                 return ended(Verdict::inconclusive,
-                             fmt::format("the device-run budget is spent after {} screen launches", m_launches.launches()),
+                             fmt::format("the {} is spent after {} screen launches", context.spent_budget(),
+                                         m_launches.launches()),
                              &m_launches);
             }
             if (request.check && result.call.status != target::CallStatus::transient) {
@@ -515,6 +516,10 @@ public:
             }
             race_config.max_launches = static_cast<std::size_t>(*left);
         }
+        if (context.out_of_time && context.out_of_time()) {
+            outcome.budget_exhausted = true;
+            return ended(Verdict::inconclusive, "the wall-time budget ran out before the race's first pair");
+        }
         RaceOutcome race = run_journalled_race(context, champion.candidate, candidate, race_config, config.seed, "race-check",
                                                fmt::format("racing design {} (in progress)", champion.candidate.design_id),
                                                fmt::format("raced by design {} (in progress)", candidate.design_id));
@@ -593,11 +598,14 @@ RaceOutcome run_journalled_race(StageContext& context, const Candidate& side_a, 
         const auto& journal = observation.side == Side::candidate ? race.candidate_journal : race.champion_journal;
         if (journal) recorder.append_launch(*journal, race_row(launch_idx, observation, wall_ms));
     };
-    race.report = judge.race(spec_a, spec_b, race_config, persist, choose_check);
+    RaceConfig gated = race_config;  // the race also stops at the campaign's wall-time budget
+    if (!gated.out_of_time) gated.out_of_time = context.out_of_time;
+    race.report = judge.race(spec_a, spec_b, gated, persist, choose_check);
     const JudgeReport& report = race.report;
     Outcome& outcome = context.outcome;
-    outcome.budget_exhausted = report.verdict.aborted && race_config.max_launches > 0 &&
-                               report.verdict.launches + 2 > race_config.max_launches;
+    outcome.budget_exhausted = report.verdict.out_of_time ||
+                               (report.verdict.aborted && race_config.max_launches > 0 &&
+                                report.verdict.launches + 2 > race_config.max_launches);
     outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
     outcome.device_secs += report.device_secs;
     if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);

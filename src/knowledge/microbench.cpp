@@ -58,8 +58,8 @@ struct Task {
 class SuiteRunner {
 public:
     SuiteRunner(const config::TargetConfig& target, const config::MicrobenchSuite& suite,
-                const MicrobenchOptions& options, fs::path work_dir)
-        : m_target(target), m_suite(suite), m_options(options), m_work_dir(std::move(work_dir)) {}
+                const MicrobenchOptions& options, fs::path work_dir, std::size_t total)
+        : m_target(target), m_suite(suite), m_options(options), m_work_dir(std::move(work_dir)), m_total(total) {}
 
     void run_point(const config::ProbeSpec& probe, const std::string& template_text, MicrobenchPoint& point) const {
         const auto start = std::chrono::steady_clock::now();
@@ -128,10 +128,10 @@ public:
                 run_point(*task.probe, template_text, point);
                 if (task.probe->monotone_failure && point.status != PointStatus::ok) stop = true;
             }
-            if (m_options.on_point) {
-                std::lock_guard lock(m_callback_mutex);
-                m_options.on_point(point);
-            }
+            std::lock_guard lock(m_callback_mutex);
+            ++m_done;
+            if (m_options.on_point) m_options.on_point(point);
+            if (m_options.on_count) m_options.on_count(m_done, m_total);
         }
     }
 
@@ -141,6 +141,8 @@ private:
     const MicrobenchOptions& m_options;
     fs::path m_work_dir;
     std::mutex m_callback_mutex;
+    std::size_t m_total = 0;
+    std::size_t m_done = 0;  ///< under m_callback_mutex
 };
 
 }  // namespace
@@ -322,7 +324,7 @@ MicrobenchRun run_microbench_suite(const config::TargetConfig& target, const con
         if (!monotone.point_indices.empty()) tasks.insert(tasks.begin(), std::move(monotone));  // long chains first
     }
 
-    SuiteRunner runner(target, suite, options, work_dir);
+    SuiteRunner runner(target, suite, options, work_dir, run.points.size());
     std::atomic<std::size_t> next_task{0};
     std::mutex error_mutex;
     std::exception_ptr first_error;

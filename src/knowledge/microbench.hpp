@@ -76,6 +76,8 @@ struct MicrobenchOptions {
     proc::SandboxPolicy sandbox;              ///< template for every launch
     proc::Limits limits;                      ///< template for every launch (timeout from the probe)
     std::function<void(const MicrobenchPoint&)> on_point;  ///< progress callback (called under a lock)
+    /// After each point (under the same lock): points finished and points in the run, for an ETA.
+    std::function<void(std::size_t done, std::size_t total)> on_count;
 };
 
 /// Replace each ${name} of `text` with values[name]; a name without a value is

@@ -12,6 +12,7 @@
 #include "campaign/driver.hpp"
 #include "core/error.hpp"
 #include "report/campaign_series.hpp"
+#include "report/kb_section.hpp"
 #include "report/progress_plot.hpp"
 #include "report/svg_plot.hpp"
 #include "search/tree.hpp"
@@ -349,6 +350,9 @@ void html_summary(std::ostream& html, const ReportData& data) {
             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:4px 10px;"
             "border-bottom:1px solid #ddd}td.n{text-align:right}pre{background:#f6f6f6;padding:8px;overflow:auto}"
             "svg.plot{display:block;margin:1em 0}div.tree{overflow:auto;max-height:900px;border:1px solid #eee}"
+            "div.plots{display:flex;flex-wrap:wrap;gap:1em}figure.kb-figure{margin:0;flex:0 1 540px}"
+            "figure.kb-figure svg{width:100%;height:auto}figcaption{font-size:90%;color:#444}"
+            "td.num{text-align:right}"
             "</style></head><body>\n<h1>npuopt campaign report</h1>\n";
     html << fmt::format(
         "<p>State: {}{}; steps {}; device runs {} of {}; wall {:.0f} s of {:.0f} s.</p>\n", xml_escape(status.state),
@@ -498,7 +502,7 @@ void html_trees(std::ostream& html, const ReportData& data) {
 }  // namespace
 
 ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
-                         const std::optional<fs::path>& submission_manifest) {
+                         const std::optional<fs::path>& submission_manifest, const campaign::KbFigures* kb) {
     fs::create_directories(out_dir);
     ReportFiles files;
     ReportData data;
@@ -522,6 +526,7 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
     std::ostringstream markdown;
     markdown_summary(markdown, data);
     markdown_plot_tables(markdown, data);
+    markdown_kb(markdown, kb);
     markdown_trees(markdown, data);
     files.markdown = out_dir / "report.md";
     write_text(files.markdown, markdown.str());
@@ -529,6 +534,7 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
     std::ostringstream html;
     html_summary(html, data);
     html_plots(html, data);
+    html_kb(html, kb);
     html_trees(html, data);
     html << "</body></html>\n";
     files.html = out_dir / "report.html";

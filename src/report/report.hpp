@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "campaign/kb_figures.hpp"
 #include "campaign/workspace.hpp"
 
 namespace npuopt::report {
@@ -24,7 +25,9 @@ struct ReportFiles {
 
 /// Write report.md, report.html and trees/ into `out_dir`, from the campaign database alone and,
 /// when `submission_manifest` names an existing file, the submission's manifest.json.
+/// `kb`: the knowledge base's figures (campaign::kb_figures); null: the section says they are not available.
 ReportFiles write_report(store::CampaignStore& store, const std::filesystem::path& out_dir,
-                         const std::optional<std::filesystem::path>& submission_manifest = std::nullopt);
+                         const std::optional<std::filesystem::path>& submission_manifest = std::nullopt,
+                         const campaign::KbFigures* kb = nullptr);
 
 }  // namespace npuopt::report

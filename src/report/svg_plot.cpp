@@ -111,8 +111,12 @@ XyPlot::XyPlot(std::string css_class, std::string title, PlotAxis x_axis, PlotAx
       m_x_axis(std::move(x_axis)),
       m_y_axis(std::move(y_axis)) {}
 
+void XyPlot::add_series(std::string label, std::string colour, std::vector<PlotPoint> points, SeriesStyle style) {
+    m_series.push_back({std::move(label), std::move(colour), std::move(points), style});
+}
+
 void XyPlot::add_step_series(std::string label, std::string colour, std::vector<PlotPoint> points) {
-    m_series.push_back({std::move(label), std::move(colour), std::move(points)});
+    m_series.push_back({std::move(label), std::move(colour), std::move(points), SeriesStyle::step});
 }
 
 void XyPlot::add_line(PlotLine line) {
@@ -245,8 +249,11 @@ std::string XyPlot::render() const {
         for (const auto& point : series.points) {
             const double x = x_pixel(point.x);
             const double y = y_pixel(point.y);
+            if (series.style == SeriesStyle::points) break;
             if (!previous_y) {
                 path += fmt::format("M{:.1f},{:.1f}", x, y);
+            } else if (series.style == SeriesStyle::line) {
+                path += fmt::format(" L{:.1f},{:.1f}", x, y);
             } else {
                 path += fmt::format(" H{:.1f} V{:.1f}", x, y);
             }
@@ -255,16 +262,18 @@ std::string XyPlot::render() const {
         svg += fmt::format(R"(<g class="series" data-label="{}" data-points="{}">)", xml_escape(series.label),
                            series.points.size());
         if (!path.empty()) {
-            svg += fmt::format(R"(<path class="step" d="{}" fill="none" stroke="{}" stroke-width="2"/>)", path,
-                               xml_escape(series.colour));
+            svg += fmt::format(R"(<path class="{}" d="{}" fill="none" stroke="{}" stroke-width="2"/>)",
+                               series.style == SeriesStyle::line ? "line" : "step", path, xml_escape(series.colour));
         }
         for (const auto& point : series.points) {
+            if (series.style == SeriesStyle::line) break;  // a fitted line: its points are the curve's
             svg += fmt::format(R"(<circle class="point" data-x="{}" data-y="{}" cx="{:.1f}" cy="{:.2f}" r="3" )"
                                R"(fill="{}"><title>{}</title></circle>)",
                                point.x, point.y, x_pixel(point.x), y_pixel(point.y), xml_escape(series.colour),
                                xml_escape(point.title));
         }
         svg += "</g>";
+        if (series.label.empty()) continue;  // no legend entry
         svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" fill="{}">{}</text>)", plot_right + 4, legend_y,
                            xml_escape(series.colour), xml_escape(series.label));
         legend_y += 14;

@@ -47,6 +47,10 @@ struct PlotInterval {
     std::string title;
 };
 
+/// How a series is drawn: a step line (holds y until the next x) or a straight polyline, with
+/// its points; or its points alone.
+enum class SeriesStyle { step, line, points };
+
 /// An x-y plot: call the add_ functions, then render().
 class XyPlot {
 public:
@@ -54,6 +58,8 @@ public:
 
     /// A step line through `points` (sorted by x): it holds each y until the next point's x.
     void add_step_series(std::string label, std::string colour, std::vector<PlotPoint> points);
+    /// A series drawn in `style` (points sorted by x for the line styles).
+    void add_series(std::string label, std::string colour, std::vector<PlotPoint> points, SeriesStyle style);
     void add_line(PlotLine line);
     void add_interval(PlotInterval interval);
     /// Extra attributes for the <svg> element, e.g. data-kernel="gemv" (already escaped).
@@ -76,6 +82,7 @@ private:
         std::string label;
         std::string colour;
         std::vector<PlotPoint> points;
+        SeriesStyle style = SeriesStyle::step;
     };
     struct Range {
         double low = 0.0;

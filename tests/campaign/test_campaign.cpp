@@ -1,6 +1,7 @@
 #include <filesystem>
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <csignal>
 
 #include <fmt/format.h>
@@ -70,11 +71,16 @@ struct FakeEvaluator final : campaign::Evaluator {
     int revalidations = 0;
     std::int64_t device_runs = 0;                              ///< reported so far
     std::vector<std::pair<std::int64_t, bool>> strict_calls;  ///< (device runs so far, strict)
+    std::function<bool(int evaluation)> cut;  ///< this evaluation is cut by the budget mid-race
+    std::vector<std::string> order;           ///< content hashes in evaluation order
+    std::optional<std::chrono::steady_clock::time_point> deadline;  ///< the last set_deadline
+    void set_deadline(std::optional<std::chrono::steady_clock::time_point> when) override { deadline = when; }
 
     eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
                            const eval::KernelContext&) override {
         calls[candidate.content_hash] += 1;
         evaluations += 1;
+        order.push_back(candidate.content_hash);
         eval::Outcome outcome;
         auto stage = [&](eval::StageKind which, eval::Verdict verdict, const std::string& reason) {
             outcome.stages.push_back({which, verdict, reason, 0.1, 0});
@@ -100,7 +106,11 @@ struct FakeEvaluator final : campaign::Evaluator {
             outcome.device_runs = 4;
             outcome.device_secs = 2;
             stage(eval::StageKind::correctness, eval::Verdict::pass, "");
-            if (!champion) {
+            if (champion && cut && cut(evaluations)) {
+                outcome.budget_exhausted = true;
+                stage(eval::StageKind::race, eval::Verdict::inconclusive,
+                      "inconclusive: the wall-time budget ran out before pair 3 (cut at a launch boundary)");
+            } else if (!champion) {
                 outcome.accepted = true;
                 stage(eval::StageKind::screen, eval::Verdict::pass, "first champion");
             } else {
@@ -291,6 +301,69 @@ TEST_CASE("a campaign resumes after a step limit without evaluating a design twi
     CHECK(champion_hash(store, "toy") == best);
     auto events = store.list_events(1000);
     CHECK(std::any_of(events.begin(), events.end(), [](const auto& event) { return event.kind == "campaign_resumed"; }));
+}
+
+TEST_CASE("a step cut by the budget at a launch boundary is evaluated again first when the campaign next runs") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator evaluator;
+    evaluator.cut = [](int evaluation) { return evaluation == 4; };
+    auto options = toy_options(dir.path);
+    options.max_steps = 4;
+    auto first = run_toy(dir.path, templates.path, evaluator, options);
+    REQUIRE(evaluator.order.size() == 4);
+    const std::string cut_hash = evaluator.order.back();
+    {
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        auto events = store.list_events(1000);
+        CHECK(std::any_of(events.begin(), events.end(), [](const auto& event) { return event.kind == "step_cut"; }));
+    }
+    evaluator.cut = nullptr;
+    options.max_steps = 1;
+    run_toy(dir.path, templates.path, evaluator, options);
+    REQUIRE(evaluator.order.size() == 5);
+    CHECK(evaluator.order.back() == cut_hash);  // the cut step first, before any new proposal
+    CHECK(evaluator.calls[cut_hash] == 2);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    auto edges = store::TreeStore(store.database()).list_edges("toy");
+    REQUIRE_FALSE(edges.empty());
+    CHECK(edges.back().reason.rfind("resumed: ", 0) == 0);
+    // Resumed once: a third run proposes something new.
+    options.max_steps = 1;
+    run_toy(dir.path, templates.path, evaluator, options);
+    REQUIRE(evaluator.order.size() == 6);
+    CHECK(evaluator.order.back() != cut_hash);
+}
+
+TEST_CASE("the wall budget less the reserve for after the run sets the evaluator's deadline and ends the run") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator evaluator;
+    auto options = toy_options(dir.path);  // 3600 s
+    options.max_steps = 2;
+    double asked_with = -1.0;
+    options.wall_reserve_secs = [&](double mean_launch_secs) {
+        asked_with = mean_launch_secs;
+        return 600.0;
+    };
+    const auto start = std::chrono::steady_clock::now();
+    run_toy(dir.path, templates.path, evaluator, options);
+    REQUIRE(evaluator.deadline.has_value());
+    const double deadline_in = std::chrono::duration<double>(*evaluator.deadline - start).count();
+    CHECK(deadline_in > 2900.0);
+    CHECK(deadline_in < 3001.0);
+    CHECK(asked_with == doctest::Approx(0.5));  // the fake's launches: 2 s per 4 runs
+
+    ScratchDir other("campaign2");
+    auto tight = toy_options(other.path);
+    tight.wall_reserve_secs = [](double) { return 4000.0; };  // more than the budget: no step fits
+    FakeEvaluator idle;
+    auto result = run_toy(other.path, templates.path, idle, tight);
+    CHECK(result.stop == campaign::StopReason::wall_budget);
+    CHECK(idle.evaluations == 0);
+    CHECK(result.message.find("kept for the submission") != std::string::npos);
 }
 
 TEST_CASE("a family whose first design fails to compile is still unmeasured: the architect enters it again") {

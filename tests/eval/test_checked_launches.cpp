@@ -5,6 +5,7 @@
 #include "test_cascade_fixture.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -173,6 +174,51 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
         CHECK_FALSE(outcome.accepted);  // no allowance here is enough for the test to accept
         CHECK(outcome.budget_exhausted);
     }
+}
+
+TEST_CASE("a wall-time deadline cuts a step at its next launch boundary: nothing starts after it, a race ends before its next pair") {
+    {
+        Campaign campaign(checks_toolchain());
+        Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+        cascade.set_deadline(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+        const Outcome late = cascade.evaluate(campaign.design("honest"), std::nullopt, campaign.kernel());
+        INFO(late.final_reason);
+        CHECK(late.budget_exhausted);
+        CHECK_FALSE(late.accepted);
+        CHECK(late.device_runs == 0);
+        CHECK(campaign.argv_log().empty());
+        CHECK(has(late.final_reason, "wall-time budget"));
+    }
+    // The deadline passes during the race (set from the launch hook at the 10th launch): the
+    // pair in flight finishes, no other starts, and the race is inconclusive, not a verdict.
+    Campaign campaign(checks_toolchain());
+    CascadeConfig race_always = quick_config();
+    race_always.clear_win_ratio = 0.0;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, race_always);
+    int started = 0;
+    constexpr int k_cut_at = 10;
+    cascade.set_launch_hook([&] {
+        if (++started == k_cut_at) cascade.set_deadline(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+    });
+    const Champion champion{campaign.design("honest", 10000), 10000};
+    const Outcome outcome = cascade.evaluate(campaign.design("honest", 9000), champion, campaign.kernel());
+    INFO(outcome.final_reason);
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == StageKind::race);
+    CHECK(outcome.stages.back().verdict == Verdict::inconclusive);
+    CHECK(outcome.budget_exhausted);
+    CHECK_FALSE(outcome.accepted);
+    CHECK(outcome.device_runs >= k_cut_at);
+    CHECK(outcome.device_runs <= k_cut_at + 1);  // at most the other half of the pair in flight
+    CHECK(has(outcome.final_reason, "wall-time budget"));
+
+    // Without a deadline the same race runs on past that point.
+    Campaign uncut(checks_toolchain());
+    Cascade free_cascade(uncut.toolchain, uncut.store, &uncut.rules, nullptr, race_always);
+    const Champion free_champion{uncut.design("honest", 10000), 10000};
+    const Outcome full = free_cascade.evaluate(uncut.design("honest", 9000), free_champion, uncut.kernel());
+    CHECK(full.device_runs > k_cut_at + 1);
+    CHECK_FALSE(full.budget_exhausted);
 }
 
 TEST_CASE("a launch counted by the hook is charged even when the step dies in the middle of its stage") {

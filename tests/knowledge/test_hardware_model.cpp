@@ -16,6 +16,7 @@
 #include "numerics/robust.hpp"
 #include "config/microbench_config.hpp"
 #include "config/target_loader.hpp"
+#include "knowledge/fit_plots.hpp"
 #include "knowledge/hardware_model.hpp"
 
 using namespace npuopt;
@@ -286,4 +287,59 @@ TEST_CASE("hardware model: refitting a recorded npu-sim run reproduces the value
     }
     CHECK(model.findings == before.findings);
     CHECK(model.missing == before.missing);
+}
+
+TEST_CASE("fit plots: every entry fitted from measurements is drawn, its curve through its points, and loads back from the store") {
+    Chip chip;
+    auto run = Synthetic(chip, 5).build();
+    const auto target = facts(chip);
+    auto model = knowledge::fit_hardware_model(run, target, npu_sim_suite());
+    const auto plots = knowledge::fit_plots(run, target, npu_sim_suite(), model);
+    std::size_t linear = 0, penalty = 0, saturation = 0;
+    for (const auto& plot : plots) {
+        INFO(plot.probe << " " << plot.form);
+        CHECK_FALSE(plot.params.empty());
+        CHECK_FALSE(plot.x_label.empty());
+        CHECK_FALSE(plot.y_label.empty());
+        REQUIRE_FALSE(plot.groups.empty());
+        if (plot.form == "saturation") {
+            ++saturation;
+            REQUIRE(plot.level.has_value());
+            CHECK(*plot.level == model.value(plot.params.front()));
+            continue;
+        }
+        linear += plot.form == "linear";
+        penalty += plot.form == "penalty_ratio";
+        REQUIRE(plot.r_squared.has_value());
+        for (const auto& group : plot.groups) {
+            REQUIRE(group.fitted.size() == group.measured.size());
+            for (std::size_t idx = 0; idx < group.measured.size(); ++idx) {
+                CHECK(group.fitted[idx].x == group.measured[idx].x);
+                // 2% multiplicative noise: every point within 15% of the fitted curve
+                CHECK(group.measured[idx].y == doctest::Approx(group.fitted[idx].y).epsilon(0.15));
+            }
+        }
+    }
+    std::size_t linear_entries = 0;
+    for (const auto& entry : npu_sim_suite().model) linear_entries += entry.form == config::ModelForm::linear;
+    CHECK(linear == linear_entries);
+    CHECK(penalty == 1);
+    CHECK(saturation == 1);
+
+    const auto file = std::filesystem::temp_directory_path() / fmt::format("npuopt-test-fitplots-{}.db", ::getpid());
+    std::filesystem::remove(file);
+    {
+        auto store = store::CampaignStore::open(file);
+        knowledge::record_hardware_model(store, model, run);
+        std::int64_t version_id = 0;
+        for (const auto& version : store.list_toolchain_versions()) version_id = version.id;
+        auto loaded = knowledge::load_microbench_run(store, "synthetic", version_id);
+        REQUIRE(loaded.has_value());
+        CHECK(loaded->points.size() == run.points.size());
+        CHECK(knowledge::fit_plots(*loaded, target, npu_sim_suite(), model).size() == plots.size());
+        CHECK_FALSE(knowledge::load_microbench_run(store, "synthetic", version_id + 1).has_value());
+    }
+    std::filesystem::remove(file);
+    std::filesystem::remove(file.string() + "-wal");
+    std::filesystem::remove(file.string() + "-shm");
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../search/search_test_util.hpp"
+#include "campaign/kb_figures.hpp"
 #include "report/campaign_series.hpp"
 #include "report/report.hpp"
 #include "report/svg_plot.hpp"
@@ -252,6 +253,64 @@ TEST_CASE("report plots: steps without a timestamp skip the wall-time plot and s
     CHECK(plots_of(html, "progress-wall").empty());
     CHECK(html.find("No wall-time plot") != std::string::npos);
     CHECK(plots_of(html, "progress-runs").size() == 2);
+}
+
+TEST_CASE("report plots: the knowledge base's fits are drawn as points and curves with their parameters, or the report says why not") {
+    KnownCampaign campaign("2026-01-01T00:00:00Z");
+    campaign::KbFigures kb;
+    kb.built = true;
+    kb.toolchain_version = "9.9.9";
+    knowledge::HardwareParam slope;
+    slope.name = "copy_bytes_per_cycle";
+    slope.unit = "bytes/cycle";
+    slope.value = 50.0;
+    slope.ci95_lower = 48.0;
+    slope.ci95_upper = 52.5;
+    slope.r_squared = 0.9991;
+    slope.points = 4;
+    slope.method = "1 / slope";
+    kb.params.push_back(slope);
+    kb.missing.push_back("hidden_param: no probe_x measurements");
+    knowledge::FitPlot plot;
+    plot.form = "linear";
+    plot.probe = "probe_copy";
+    plot.x_label = "bytes";
+    plot.y_label = "cycles";
+    plot.params = {"copy_bytes_per_cycle"};
+    plot.r_squared = 0.9991;
+    for (const std::string label : {"packet=512", "packet=4096"}) {
+        knowledge::FitPlotGroup group;
+        group.label = label;
+        for (double bytes : {1000.0, 2000.0, 4000.0, 8000.0}) {
+            group.measured.push_back({bytes, 100 + bytes / 50.0 * 1.01, "measured"});
+            group.fitted.push_back({bytes, 100 + bytes / 50.0, "fitted"});
+        }
+        plot.groups.push_back(group);
+    }
+    kb.plots.push_back(plot);
+    auto files = report::write_report(campaign.store, campaign.dir.path / "report", std::nullopt, &kb);
+    const std::string html = read_file(files.html);
+    const auto fits = plots_of(html, "kb-fit");
+    REQUIRE(fits.size() == 1);
+    CHECK(fits[0].find(R"(data-probe="probe_copy")") != std::string::npos);
+    CHECK(count_of(fits[0], "<circle class=\"point\"") == 8);  // every measured point
+    CHECK(count_of(fits[0], "<path class=\"line\"") == 2);      // one fitted curve per group
+    CHECK(fits[0].find("packet=4096") != std::string::npos);
+    CHECK(html.find("copy_bytes_per_cycle = 50 bytes/cycle (95% [48, 52.5])") != std::string::npos);
+    CHECK(html.find("R² 0.9991") != std::string::npos);
+    CHECK(html.find("not determined: hidden_param") != std::string::npos);
+    const std::string markdown = read_file(files.markdown);
+    CHECK(markdown.find("| copy_bytes_per_cycle | 50 | bytes/cycle | [48, 52.5] | 0.9991 | 4 | 1 / slope |") !=
+          std::string::npos);
+
+    campaign::KbFigures none;
+    none.note = "no knowledge base built: `npuopt kb build --campaign C` fits the hardware model";
+    auto without = report::write_report(campaign.store, campaign.dir.path / "report2", std::nullopt, &none);
+    const std::string html_none = read_file(without.html);
+    CHECK(plots_of(html_none, "kb-fit").empty());
+    CHECK(html_none.find("no knowledge base built") != std::string::npos);
+    auto unknown = report::write_report(campaign.store, campaign.dir.path / "report3");
+    CHECK(read_file(unknown.html).find("Knowledge-base figures are not available") != std::string::npos);
 }
 
 TEST_CASE("report plots: a campaign with no steps still writes a report saying there is nothing to plot yet") {
