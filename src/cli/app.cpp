@@ -96,7 +96,10 @@ int run_main(int argc, char** argv) {
     registered.push_back(register_export_command(app));
     registered.push_back(register_import_command(app));
     for (auto* subcommand : app.get_subcommands({})) {
-        if (subcommand->get_footer().empty()) subcommand->footer(exit_codes_help());
+        const std::string examples = command_examples(subcommand->get_name());
+        const std::string footer = subcommand->get_footer().empty() ? exit_codes_help() : subcommand->get_footer();
+        // serve's footer has its own examples
+        subcommand->footer(examples.empty() || footer.rfind("Examples:", 0) == 0 ? footer : examples + "\n" + footer);
     }
 
     const bool json_errors = json_requested(argc, argv);

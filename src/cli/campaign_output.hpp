@@ -13,7 +13,7 @@ namespace npuopt::cli {
 
 /// One line: kernel, champion cycles, speedup, fraction of speed of light, device runs, ETA.
 std::string progress_line(const campaign::Progress& progress);
-/// The same as one JSON object {"event":"step",...} (`run --message-format json`).
+/// The same as one JSON object {"event":"progress",...} (`run --message-format json`).
 nlohmann::json progress_json(const campaign::Progress& progress);
 /// How the run ended, each kernel's state included, as JSON (`run --json`; "finished" event).
 nlohmann::json result_json(const campaign::CampaignResult& result);

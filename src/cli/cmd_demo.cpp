@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -27,43 +28,98 @@ namespace npuopt::cli {
 
 namespace fs = std::filesystem;
 
-int run_demo(const GlobalOptions& global, const DemoOptions& options) {
-    if (options.minutes <= 0) throw Error(ErrorKind::invalid_input, "demo: --minutes must be positive");
-    const auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    const double budget_secs = options.minutes * 60.0;
-    auto say = [&](const std::string& line) {
-        if (!global.json) std::cerr << fmt::format("[demo {:5.0f}s of {:.0f}s] {}\n", elapsed(), budget_secs, line);
-    };
-    constexpr int k_submit_runs = 7;
+namespace {
 
-    fs::path dir;
-    if (options.dir) {
-        dir = *options.dir;
-    } else {
-        std::string pattern = (fs::temp_directory_path() / "npuopt-demo-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) throw Error(ErrorKind::io, "demo: cannot create a temporary directory");
-        dir = pattern;
+constexpr int k_submit_runs = 7;
+
+/// The demo's clock and its progress lines ("[demo   12s of 180s] ...", none with --json).
+struct DemoClock {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    double budget_secs = 0.0;
+    bool quiet = false;
+    double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+    void say(const std::string& line) const {
+        if (!quiet) std::cerr << fmt::format("[demo {:5.0f}s of {:.0f}s] {}\n", elapsed(), budget_secs, line);
     }
+};
 
-    say(fmt::format("1/4 init {} (target npu-sim)", dir.string()));
+fs::path demo_dir(const DemoOptions& options) {
+    if (options.dir) return *options.dir;
+    std::string pattern = (fs::temp_directory_path() / "npuopt-demo-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw Error(ErrorKind::io, "demo: cannot create a temporary directory");
+    return pattern;
+}
+
+/// `npuopt init DIR --target npu-sim` without its summary on stdout.
+void init_quietly(const GlobalOptions& global, const fs::path& dir) {
     InitOptions init_options;
     init_options.dir = dir;
     init_options.target = "npu-sim";
     GlobalOptions quiet = global;
-    quiet.json = true;  // init's own summary is not part of the demo's output
-    {
-        std::ostringstream ignored;
-        auto* previous = std::cout.rdbuf(ignored.rdbuf());
-        try {
-            run_init(quiet, init_options);
-        } catch (...) {
-            std::cout.rdbuf(previous);
-            throw;
-        }
+    quiet.json = true;
+    std::ostringstream ignored;
+    auto* previous = std::cout.rdbuf(ignored.rdbuf());
+    try {
+        run_init(quiet, init_options);
+    } catch (...) {
         std::cout.rdbuf(previous);
+        throw;
     }
+    std::cout.rdbuf(previous);
+}
 
+/// The kb build with a progress line every few seconds; returns the probes' median wall time per
+/// repeat (a first estimate of a launch for the submission's reserve; 0 when none ran).
+double build_kb(campaign::Workspace& workspace, const DemoOptions& options, const DemoClock& clock) {
+    clock.say(options.full_kb ? "2/4 kb build (docs, the whole microbenchmark suite, hardware model)"
+                              : "2/4 kb build (docs, the quick microbenchmark subset, hardware model)");
+    campaign::KbBuildOptions kb_options;
+    kb_options.quick = !options.full_kb;
+    double last_said = -1e9;
+    kb_options.on_progress = [&](const std::string& line) {  // a line every few seconds, and the last one
+        const bool last = line.find("ETA 0s]") != std::string::npos || line.rfind("hardware model", 0) == 0;
+        if (!last && clock.elapsed() - last_said < 5.0) return;
+        last_said = clock.elapsed();
+        clock.say(line);
+    };
+    std::vector<double> launch_secs;
+    kb_options.on_point = [&](const knowledge::MicrobenchPoint& point) {
+        if (point.status == knowledge::PointStatus::ok && point.attempts > 0) {
+            const double repeats = static_cast<double>(std::max<std::size_t>(1, point.cycles.size()));
+            launch_secs.push_back(point.wall_secs / point.attempts / repeats);
+        }
+    };
+    auto kb_report = campaign::build_knowledge(workspace, kb_options);
+    clock.say(fmt::format("    {} doc sections, {} summaries; hardware model {}", kb_report.ingest.sections,
+                          kb_report.ingest.summaries_written + kb_report.ingest.summaries_reused,
+                          workspace.hardware_model() ? "fitted" : "missing"));
+    if (launch_secs.empty()) return 0.0;
+    std::sort(launch_secs.begin(), launch_secs.end());
+    return launch_secs[launch_secs.size() / 2];
+}
+
+/// The submission's reserve: each kernel's champion and reference measured k_submit_runs times,
+/// at the campaign's mean launch wall time (the probes' per repeat until the campaign has
+/// launched anything), with a margin for compiles, the report and the tarball.
+std::function<double(double)> submission_reserve(const campaign::Workspace& workspace, double probe_launch_secs) {
+    const double kernels = static_cast<double>(std::max<std::size_t>(1, workspace.kernel_setups().size()));
+    return [kernels, probe_launch_secs](double mean_launch_secs) {
+        const double launch = mean_launch_secs > 0 ? mean_launch_secs : probe_launch_secs;
+        return 1.15 * kernels * 2.0 * k_submit_runs * launch + 1.0 * kernels + 3.0;
+    };
+}
+
+}  // namespace
+
+int run_demo(const GlobalOptions& global, const DemoOptions& options) {
+    if (options.minutes <= 0) throw Error(ErrorKind::invalid_input, "demo: --minutes must be positive");
+    DemoClock clock;
+    clock.budget_secs = options.minutes * 60.0;
+    clock.quiet = global.json;
+    const fs::path dir = demo_dir(options);
+
+    clock.say(fmt::format("1/4 init {} (target npu-sim)", dir.string()));
+    init_quietly(global, dir);
     auto workspace = campaign::open_workspace(dir, global.knowledge_dir);
     std::string why;
     if (workspace.toolchain_version(&why).empty()) {
@@ -71,52 +127,20 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
                                                       "`cmake --build <build> --target npu_sim`)",
                                                       why));
     }
-
-    say(options.full_kb ? "2/4 kb build (docs, the whole microbenchmark suite, hardware model)"
-                        : "2/4 kb build (docs, the quick microbenchmark subset, hardware model)");
-    campaign::KbBuildOptions kb_options;
-    kb_options.quick = !options.full_kb;
-    double last_said = -1e9;
-    kb_options.on_progress = [&](const std::string& line) {  // a line every few seconds, and the last one
-        const bool last = line.find("ETA 0s]") != std::string::npos || line.rfind("hardware model", 0) == 0;
-        if (!last && elapsed() - last_said < 5.0) return;
-        last_said = elapsed();
-        say(line);
-    };
-    std::vector<double> probe_launch_secs;  // a first estimate of one launch's wall time, for the reserve
-    kb_options.on_point = [&](const knowledge::MicrobenchPoint& point) {
-        if (point.status == knowledge::PointStatus::ok && point.attempts > 0)
-            probe_launch_secs.push_back(point.wall_secs / point.attempts);
-    };
-    auto kb_report = campaign::build_knowledge(workspace, kb_options);
-    const double kb_done_at = elapsed();
-    say(fmt::format("    {} doc sections, {} summaries; hardware model {}", kb_report.ingest.sections,
-                    kb_report.ingest.summaries_written + kb_report.ingest.summaries_reused,
-                    workspace.hardware_model() ? "fitted" : "missing"));
+    const double probe_launch = build_kb(workspace, options, clock);
+    const double kb_done_at = clock.elapsed();
     throw_if_interrupted();
 
-    // The submission measures each kernel's champion and reference k_submit_runs times: its
-    // reserve is that many launches at the larger of the campaign's and the probes' mean launch
-    // time, with a margin for compiles, the report and the tarball.
-    const double kernels = static_cast<double>(std::max<std::size_t>(1, workspace.kernel_setups().size()));
-    double probe_launch = 0.0;
-    if (!probe_launch_secs.empty()) {
-        std::sort(probe_launch_secs.begin(), probe_launch_secs.end());
-        probe_launch = probe_launch_secs[probe_launch_secs.size() / 2];
-    }
-    auto reserve = [kernels, probe_launch](double mean_launch_secs) {
-        const double launch = std::max(mean_launch_secs, probe_launch);
-        return 1.3 * kernels * 2.0 * k_submit_runs * launch + 1.0 * kernels + 3.0;
-    };
-    const double campaign_secs = budget_secs - elapsed();
-    if (campaign_secs <= reserve(0.0) + 5.0) {
+    const auto reserve = submission_reserve(workspace, probe_launch);
+    const double campaign_secs = clock.budget_secs - clock.elapsed();
+    if (campaign_secs <= reserve(0.0) + 10.0) {
         throw Error(ErrorKind::invalid_input,
                     fmt::format("demo: --minutes {} leaves {:.0f} s after the knowledge-base build ({:.0f} s), not "
                                 "enough for a campaign and a submission (about {:.0f} s); give more minutes",
                                 options.minutes, std::max(0.0, campaign_secs), kb_done_at, reserve(0.0)));
     }
-    say(fmt::format("3/4 campaign: {:.0f} s left, about {:.0f} s of it kept for the submission", campaign_secs,
-                    reserve(0.0)));
+    clock.say(fmt::format("3/4 campaign: {:.0f} s left, about {:.0f} s of it kept for the submission", campaign_secs,
+                          reserve(0.0)));
     RunOptions run_options;
     run_options.dir = dir;
     run_options.budget_minutes = campaign_secs / 60.0;
@@ -124,24 +148,20 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
     auto result = run_with_progress(workspace, run_options, global.json);
     if (!global.json) std::cerr << outcome_text(result);
     if (result.stop == campaign::StopReason::interrupted) return k_exit_interrupted;
-    const double campaign_done_at = elapsed();
+    const double campaign_done_at = clock.elapsed();
 
-    say(fmt::format("4/4 submit: re-verifying every champion and baseline from scratch ({} seeded runs each)",
-                    k_submit_runs));
+    clock.say(fmt::format("4/4 submit: re-verifying every champion and baseline from scratch ({} seeded runs each)",
+                          k_submit_runs));
     campaign::SubmitOptions submit_options;
     submit_options.out_dir = workspace.dir / "submission";
     submit_options.runs = k_submit_runs;
-    submit_options.on_progress = [&](const std::string& line) { say("    " + line); };
+    submit_options.on_progress = [&](const std::string& line) { clock.say("    " + line); };
     auto submission = campaign::build_submission(workspace, submit_options);
-    const double submit_done_at = elapsed();
+    const double submit_done_at = clock.elapsed();
     const campaign::KbFigures kb_figures = campaign::kb_figures(workspace);
     auto report_files =
         report::write_report(*workspace.store, workspace.dir / "report", submission.dir / "manifest.json", &kb_figures);
-    const double wall = elapsed();
-    const nlohmann::json phases = {{"init_and_kb_build_secs", kb_done_at},
-                                   {"campaign_secs", campaign_done_at - kb_done_at},
-                                   {"submission_secs", submit_done_at - campaign_done_at},
-                                   {"report_secs", wall - submit_done_at}};
+    const double wall = clock.elapsed();
 
     if (global.json) {
         nlohmann::json out = submission.manifest;
@@ -150,8 +170,11 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
         out["tarball"] = submission.tarball.string();
         out["report"] = report_files.html.string();
         out["wall_secs"] = wall;
-        out["budget_secs"] = budget_secs;
-        out["phases"] = phases;
+        out["budget_secs"] = clock.budget_secs;
+        out["phases"] = {{"init_and_kb_build_secs", kb_done_at},
+                         {"campaign_secs", campaign_done_at - kb_done_at},
+                         {"submission_secs", submit_done_at - campaign_done_at},
+                         {"report_secs", wall - submit_done_at}};
         std::cout << out.dump(2) << '\n';
     } else {
         std::cout << "\n" << campaign::render_results_table(submission.kernels) << "\n"
@@ -159,7 +182,7 @@ int run_demo(const GlobalOptions& global, const DemoOptions& options) {
                                  "wall time:  {:.0f} s of {:.0f} s (init and kb build {:.0f} s, campaign {:.0f} s, "
                                  "submission {:.0f} s, report {:.0f} s)\n",
                                  workspace.dir.string(), submission.dir.string(), submission.tarball.string(),
-                                 report_files.html.string(), wall, budget_secs, kb_done_at,
+                                 report_files.html.string(), wall, clock.budget_secs, kb_done_at,
                                  campaign_done_at - kb_done_at, submit_done_at - campaign_done_at,
                                  wall - submit_done_at);
     }

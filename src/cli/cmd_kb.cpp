@@ -132,9 +132,17 @@ int run_kb(const GlobalOptions& global, const KbOptions& options) {
         }
         return k_exit_ok;
     }
-    if (options.action == "show" || options.action == "export") {
-        const bool as_json = options.format == "json" || (global.json && options.action == "show");
+    if (options.action == "show") {
+        const bool as_json = options.format == "json" || global.json;
         emit(as_json ? kb.export_json().dump(2) + "\n" : kb.export_markdown(), options.out);
+        return k_exit_ok;
+    }
+    if (options.action == "export") {  // a file, into the campaign directory by default
+        const bool as_json = options.format == "json" || global.json;
+        const fs::path out =
+            options.out.value_or(options.campaign_dir / (as_json ? "knowledge.json" : "knowledge.md"));
+        emit(as_json ? kb.export_json().dump(2) + "\n" : kb.export_markdown(), out);
+        if (global.json) std::cout << nlohmann::json{{"file", out.string()}, {"format", as_json ? "json" : "md"}}.dump(2) << '\n';
         return k_exit_ok;
     }
     if (options.action == "diff") {

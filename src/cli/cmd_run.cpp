@@ -40,7 +40,7 @@ std::string progress_line(const campaign::Progress& progress) {
 
 nlohmann::json progress_json(const campaign::Progress& progress) {
     auto optional = [](const std::optional<double>& value) { return value ? nlohmann::json(*value) : nlohmann::json(); };
-    return {{"event", "step"},
+    return {{"event", "progress"},
             {"step", progress.step},
             {"kernel", progress.kernel},
             {"role", progress.role},
@@ -190,7 +190,7 @@ int run_tree(const GlobalOptions& global, const TreeOptions& options) {
         else std::cout << search::render_tree_text(tree, options.reasons);
         return k_exit_ok;
     }
-    fs::path out_dir = options.out.value_or(fs::path("trees"));
+    fs::path out_dir = options.out.value_or(options.campaign_dir / "trees");  // into the campaign by default
     std::vector<std::string> kernels;
     if (!options.kernel.empty()) kernels.push_back(options.kernel);
     auto exported = search::export_trees(store, out_dir, kernels);

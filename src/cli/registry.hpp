@@ -23,6 +23,8 @@ struct RegisteredCommand {
 
 /// The exit codes, as --help prints them under every subcommand.
 const char* exit_codes_help();
+/// "Examples:\n  npuopt …" for `--help` of subcommand `name` ("" when it has none).
+std::string command_examples(const std::string& name);
 
 /// init, doctor, status, kb, bench, run, tree, report, submit, eval, add, demo — in --help order.
 std::vector<RegisteredCommand> register_core_commands(CLI::App& app, const char* argv0);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -205,7 +206,7 @@ RegisteredCommand register_run(CLI::App& app) {
     auto* steps_option = sub->add_option("--max-steps", state->max_steps, "Stop after so many steps");
     sub->add_option("--message-format", state->message_format,
                     "human (progress on stderr, summary at the end) or json (one JSON object per line on stdout "
-                    "for every step and event as it happens, then {\"event\":\"finished\",...}, as cargo does)")
+                    "for every event and step as it happens, then {\"event\":\"finished\",...}, as cargo does)")
         ->check(CLI::IsMember({"human", "json"}))
         ->capture_default_str();
     return {sub, [state, budget_option, device_option, steps_option](const GlobalOptions& global) {
@@ -421,6 +422,39 @@ const char* exit_codes_help() {
            "  2  usage or configuration error (bad arguments, invalid campaign.yaml/target.yaml, unknown target)\n"
            "  3  interrupted (SIGINT/SIGTERM)\n"
            "  4  eval: the kernel passed every check but the race did not show it faster than its opponent\n";
+}
+
+std::string command_examples(const std::string& name) {
+    static const std::map<std::string, std::string> examples = {
+        {"init", "  npuopt init camp --target npu-sim          # camp/campaign.yaml (commented) and camp/campaign.db\n"},
+        {"doctor", "  npuopt doctor --target npu-sim             # the toolchain end to end, sandbox, disk\n"
+                   "  npuopt doctor camp --json                  # a campaign's target, database and disk\n"},
+        {"status", "  npuopt status camp                         # steps, budgets, each kernel's champion\n"
+                   "  npuopt status camp --json\n"},
+        {"kb", "  npuopt kb build camp --quick               # docs, microbenchmarks, the fitted hardware model\n"
+               "  npuopt kb search \"DMA packet\" camp\n"
+               "  npuopt kb show camp --format md\n"
+               "  npuopt kb refresh camp                     # after a toolchain update\n"},
+        {"run", "  npuopt run camp                            # run or resume until the budget is spent\n"
+                "  npuopt run camp --budget-minutes 60 --device-runs 500\n"
+                "  npuopt run camp --message-format json      # one JSON object per step and event\n"},
+        {"tree", "  npuopt tree show feedforward camp --reasons\n"
+                 "  npuopt tree export camp                    # camp/trees/*.json, .dot, .svg\n"},
+        {"report", "  npuopt report camp                         # camp/report/report.html and report.md\n"},
+        {"submit", "  npuopt submit camp                         # camp/submission/ and camp/submission.tar.gz\n"
+                   "  npuopt submit camp --out /tmp/final --runs 11\n"},
+        {"eval", "  npuopt eval my_ff.rs --kernel feedforward --campaign camp\n"
+                 "  npuopt eval my_ff.rs --kernel feedforward --against baseline --json\n"},
+        {"add", "  npuopt add my_ff.rs --kernel feedforward camp   # raced against the champion on the next run\n"},
+        {"demo", "  npuopt demo --minutes 3                    # everything in 3 minutes, in a temporary directory\n"
+                 "  npuopt demo /tmp/d --minutes 10 --json\n"},
+        {"bench", "  npuopt bench kb --json\n"
+                  "  npuopt bench search --device-runs 100 -- --chips 8 --shapes all --work W\n"},
+        {"export", "  npuopt export camp --out camp.records.json\n"},
+        {"import", "  npuopt import camp.records.json other_camp\n"},
+    };
+    auto found = examples.find(name);
+    return found == examples.end() ? std::string() : "Examples:\n" + found->second;
 }
 
 std::vector<RegisteredCommand> register_core_commands(CLI::App& app, const char* argv0) {

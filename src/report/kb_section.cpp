@@ -123,7 +123,7 @@ void markdown_kb(std::ostream& markdown, const campaign::KbFigures* kb) {
 }
 
 void html_kb(std::ostream& html, const campaign::KbFigures* kb) {
-    html << "<h2>Knowledge base: the fitted hardware model</h2>\n";
+    html << "<h2 id=\"kb\">Knowledge base: the fitted hardware model</h2>\n";
     if (!kb) {
         html << "<p class=\"kb-none\">" << xml_escape(k_not_available) << "</p>\n";
         return;

@@ -349,9 +349,10 @@ void html_summary(std::ostream& html, const ReportData& data) {
     html << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>npuopt campaign report</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:4px 10px;"
             "border-bottom:1px solid #ddd}td.n{text-align:right}pre{background:#f6f6f6;padding:8px;overflow:auto}"
-            "svg.plot{display:block;margin:1em 0}div.tree{overflow:auto;max-height:900px;border:1px solid #eee}"
+            "svg.plot{display:inline-block;vertical-align:top;margin:0.5em 0.5em 0.5em 0;max-width:49%;height:auto}"
+            "td code{white-space:normal;word-break:break-all;font-size:85%}div.tree{overflow:auto;max-height:900px;border:1px solid #eee}"
             "div.plots{display:flex;flex-wrap:wrap;gap:1em}figure.kb-figure{margin:0;flex:0 1 540px}"
-            "figure.kb-figure svg{width:100%;height:auto}figcaption{font-size:90%;color:#444}"
+            "figure.kb-figure svg{width:100%;max-width:100%;height:auto}figcaption{font-size:90%;color:#444}"
             "td.num{text-align:right}"
             "</style></head><body>\n<h1>npuopt campaign report</h1>\n";
     html << fmt::format(

@@ -311,8 +311,13 @@ TEST_CASE("a step cut by the budget at a launch boundary is evaluated again firs
     evaluator.cut = [](int evaluation) { return evaluation == 4; };
     auto options = toy_options(dir.path);
     options.max_steps = 4;
+    std::vector<std::string> heard;  // the events as they are recorded (run --message-format json)
+    options.on_event = [&](const std::string& kind, const nlohmann::json&) { heard.push_back(kind); };
     auto first = run_toy(dir.path, templates.path, evaluator, options);
     REQUIRE(evaluator.order.size() == 4);
+    CHECK(std::find(heard.begin(), heard.end(), "step_cut") != heard.end());
+    CHECK(std::find(heard.begin(), heard.end(), "campaign_stopped") != heard.end());
+    options.on_event = nullptr;
     const std::string cut_hash = evaluator.order.back();
     {
         auto store = store::CampaignStore::open(dir.path / "campaign.db");

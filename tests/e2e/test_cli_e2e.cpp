@@ -144,6 +144,28 @@ TEST_CASE("report and tree export of a fresh campaign write their files") {
     auto show = npuopt("tree show no_such_kernel --campaign '" + dir + "'");
     CHECK(show.exit_code == 2);
     CHECK(show.has("kernel 'no_such_kernel' has no design tree"));
+
+    // kb export writes into the campaign directory by default and follows --json
+    auto kb_export = npuopt("--json kb export '" + dir + "'");
+    CHECK(kb_export.exit_code == 0);
+    CHECK(kb_export.has("knowledge.json"));
+    REQUIRE(fs::exists(fs::path(dir) / "knowledge.json"));
+    CHECK(nlohmann::json::parse(read_file(fs::path(dir) / "knowledge.json"), nullptr, false).is_object());
+    auto kb_md = npuopt("kb export --campaign '" + dir + "'");
+    CHECK(kb_md.exit_code == 0);
+    CHECK(fs::exists(fs::path(dir) / "knowledge.md"));
+}
+
+TEST_CASE("every command's help shows examples beside the exit codes") {
+    for (const std::string command : {"init", "status", "kb", "run", "tree", "report", "submit", "eval", "add", "demo",
+                                      "bench", "doctor", "export", "import", "serve"}) {
+        auto help = npuopt(command + " --help");
+        INFO(command << ": " << help.output);
+        CHECK(help.exit_code == 0);
+        CHECK(help.has("Examples:"));
+        CHECK(help.has("npuopt " + command));
+    }
+    CHECK(npuopt("run --help").has("--message-format json"));
 }
 
 TEST_CASE("kb and submit with a missing toolchain explain it") {

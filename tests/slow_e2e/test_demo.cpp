@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +31,7 @@ int run_command(const std::string& command, std::string& output) {
 
 }  // namespace
 
-TEST_CASE("demo with a one-minute budget ends in a verified submission and the results table") {
+TEST_CASE("demo with a one-minute budget ends in a verified submission and the results table within the minute") {
     const fs::path npuc = fs::path(NPUOPT_BUILD_DIR) / "npu-sim" / "1.0" / "bin" / "npuc";
     if (!fs::exists(npuc)) {
         MESSAGE("skipped: npu-sim is not built (" << npuc.string() << ")");
@@ -43,6 +45,33 @@ TEST_CASE("demo with a one-minute budget ends in a verified submission and the r
     REQUIRE(exit_code == 0);
     CHECK(output.find("geomean") != std::string::npos);
     CHECK(output.find("champion/min") != std::string::npos);
+    // --minutes bounds the whole command: kb build, campaign and submission
+    std::smatch wall;
+    REQUIRE(std::regex_search(output, wall, std::regex("wall time: +([0-9]+) s of ([0-9]+) s")));
+    CHECK(std::stod(wall[1].str()) <= std::stod(wall[2].str()));
+    CHECK(std::stod(wall[2].str()) == 60.0);
+
+    // run --message-format json: one JSON object per line, every event, progress after each step, then finished
+    std::string stream;
+    REQUIRE(run_command(std::string("'") + NPUOPT_BINARY + "' run '" + dir.string() +
+                            "' --max-steps 2 --device-runs 40 --message-format json 2>/dev/null",
+                        stream) == 0);
+    std::istringstream lines(stream);
+    std::vector<nlohmann::json> events;
+    for (std::string line; std::getline(lines, line);) {
+        CAPTURE(line);
+        auto event = nlohmann::json::parse(line, nullptr, false);
+        REQUIRE(event.is_object());
+        REQUIRE(event.contains("event"));
+        events.push_back(event);
+    }
+    REQUIRE(events.size() >= 3);
+    CHECK(events.front()["event"] == "campaign_resumed");
+    CHECK(events.back()["event"] == "finished");
+    CHECK(events.back()["kernels"].size() == 3);
+    std::size_t progress = 0;
+    for (const auto& event : events) progress += event["event"] == "progress";
+    CHECK(progress == 2);
 
     fs::path submission = dir / "submission";
     REQUIRE(fs::exists(submission / "manifest.json"));
