@@ -223,7 +223,13 @@ void markdown_summary(std::ostream& markdown, const ReportData& data) {
         if (!kernel.reason.empty())
             markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
     }
-    markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n", status.geomean_speedup);
+    if (submission) {  // the headline is the submitted, re-verified figure
+        markdown << fmt::format("\nGeomean speedup: **{:.3f}x** (the submission's, re-verified; the campaign recorded "
+                                "{:.3f}x, see below)\n",
+                                submission->geomean, status.geomean_speedup);
+    } else {
+        markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n", status.geomean_speedup);
+    }
     if (submission) {
         markdown << fmt::format(
             "\n## Submission\n\n{}\n\n| kernel | campaign reference | campaign champion | campaign "
@@ -376,7 +382,13 @@ void html_summary(std::ostream& html, const ReportData& data) {
                                 xml_escape(kernel.reason));
         }
     }
-    html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b></p>\n", status.geomean_speedup);
+    if (submission) {  // the headline is the submitted, re-verified figure
+        html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b> (the submission's, re-verified; the campaign "
+                            "recorded {:.3f}x, see below)</p>\n",
+                            submission->geomean, status.geomean_speedup);
+    } else {
+        html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b></p>\n", status.geomean_speedup);
+    }
     if (submission) {
         html << fmt::format(
             "<h2>Submission</h2>\n<p>{}</p>\n<table class=\"submission\"><tr><th>kernel</th>"

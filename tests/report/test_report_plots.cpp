@@ -340,6 +340,8 @@ TEST_CASE("report plots: the submission's re-verified figures stand beside the c
     const std::string html = read_file(files.html);
     CHECK(html.find("<h2>Submission</h2>") != std::string::npos);
     CHECK(html.find("2.345x") != std::string::npos);
+    // the headline geomean is the submission's, the campaign's beside it
+    CHECK(html.find("Geomean speedup: <b>2.345x</b> (the submission's, re-verified") != std::string::npos);
     CHECK(html.find("4150") != std::string::npos);
     CHECK(html.find("2.434x") != std::string::npos);
     CHECK(html.find("fresh seeds") != std::string::npos);
