@@ -15,8 +15,9 @@ namespace fs = std::filesystem;
 KbFigures kb_figures(Workspace& workspace) {
     KbFigures figures;
     const std::string& target = workspace.target.name;
+    const auto entries = workspace.store->list_knowledge(target, true);  // read once
     std::optional<store::KnowledgeEntry> newest;
-    for (const auto& entry : workspace.store->list_knowledge(target, true)) {
+    for (const auto& entry : entries) {
         if (entry.kind == "hardware_model" && (!newest || entry.id > newest->id)) newest = entry;
     }
     if (!newest) {
@@ -38,7 +39,7 @@ KbFigures kb_figures(Workspace& workspace) {
         figures.note = "the hardware model has no toolchain version: its measurements cannot be matched";
         return figures;
     }
-    auto run = knowledge::load_microbench_run(*workspace.store, target, *newest->toolchain_version_id);
+    auto run = knowledge::microbench_run_of(entries, target, *newest->toolchain_version_id);
     if (!run) {
         figures.note = "no microbenchmark measurements recorded with the hardware model";
         return figures;

@@ -31,15 +31,20 @@ std::string point_title(const MicrobenchPoint& point, double measured, double fi
     return fmt::format("{}: measured {:.4g}, fitted {:.4g}", params, measured, fitted);
 }
 
-/// The swept parameter with the most distinct values over `points` ("" when none varies).
-std::string x_parameter(const std::vector<const MicrobenchPoint*>& points) {
+/// Each parameter's distinct values over `points`.
+std::map<std::string, std::set<double>> swept_values(const std::vector<const MicrobenchPoint*>& points) {
     std::map<std::string, std::set<double>> values;
     for (const auto* point : points) {
         for (const auto& [name, value] : point->params) values[name].insert(static_cast<double>(value));
     }
+    return values;
+}
+
+/// The swept parameter with the most distinct values over `points` ("" when none varies).
+std::string x_parameter(const std::vector<const MicrobenchPoint*>& points) {
     std::string best;
     std::size_t most = 1;
-    for (const auto& [name, seen] : values) {
+    for (const auto& [name, seen] : swept_values(points)) {
         if (seen.size() > most) {
             most = seen.size();
             best = name;
@@ -59,12 +64,8 @@ std::string group_label(const MicrobenchPoint& point, const std::string& x_name,
 }
 
 std::set<std::string> varying_parameters(const std::vector<const MicrobenchPoint*>& points) {
-    std::map<std::string, std::set<double>> values;
-    for (const auto* point : points) {
-        for (const auto& [name, value] : point->params) values[name].insert(static_cast<double>(value));
-    }
     std::set<std::string> varying;
-    for (const auto& [name, seen] : values) {
+    for (const auto& [name, seen] : swept_values(points)) {
         if (seen.size() > 1) varying.insert(name);
     }
     return varying;
@@ -206,8 +207,13 @@ std::vector<FitPlot> fit_plots(const MicrobenchRun& run, const config::TargetCon
 
 std::optional<MicrobenchRun> load_microbench_run(store::CampaignStore& store, const std::string& target,
                                                  std::int64_t toolchain_version_id) {
+    return microbench_run_of(store.list_knowledge(target, true), target, toolchain_version_id);
+}
+
+std::optional<MicrobenchRun> microbench_run_of(const std::vector<store::KnowledgeEntry>& entries,
+                                               const std::string& target, std::int64_t toolchain_version_id) {
     std::map<std::string, std::pair<std::int64_t, nlohmann::json>> newest;  // key → (entry id, point)
-    for (const auto& entry : store.list_knowledge(target, true)) {
+    for (const auto& entry : entries) {
         if (entry.kind != "measurement" || entry.toolchain_version_id != toolchain_version_id) continue;
         nlohmann::json point = nlohmann::json::parse(entry.evidence_json, nullptr, false);
         if (!point.is_object()) continue;

@@ -52,5 +52,8 @@ std::vector<FitPlot> fit_plots(const MicrobenchRun& run, const config::TargetCon
 /// kept as `measurement` knowledge entries); none when there is none.
 std::optional<MicrobenchRun> load_microbench_run(store::CampaignStore& store, const std::string& target,
                                                  std::int64_t toolchain_version_id);
+/// The same from knowledge entries already read (the target's, stale ones included).
+std::optional<MicrobenchRun> microbench_run_of(const std::vector<store::KnowledgeEntry>& entries,
+                                               const std::string& target, std::int64_t toolchain_version_id);
 
 }  // namespace npuopt::knowledge

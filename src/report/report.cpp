@@ -195,6 +195,16 @@ struct ReportData {
     std::string svg_note;
 };
 
+/// "Geomean speedup: X": the submission's re-verified figure where one exists (the campaign's
+/// recorded one beside it), else the campaign's; `bold_open`/`bold_close` mark the number.
+std::string geomean_headline(const campaign::CampaignStatus& status, const std::optional<SubmissionFigures>& submission,
+                             const char* bold_open, const char* bold_close) {
+    if (!submission) return fmt::format("Geomean speedup: {}{:.3f}x{}", bold_open, status.geomean_speedup, bold_close);
+    return fmt::format("Geomean speedup: {}{:.3f}x{} (the submission's, re-verified; the campaign recorded {:.3f}x, "
+                       "see below)",
+                       bold_open, submission->geomean, bold_close, status.geomean_speedup);
+}
+
 /// The state, the summary table, the geomean and the submission beside it.
 void markdown_summary(std::ostream& markdown, const ReportData& data) {
     const campaign::CampaignStatus& status = data.status;
@@ -223,13 +233,7 @@ void markdown_summary(std::ostream& markdown, const ReportData& data) {
         if (!kernel.reason.empty())
             markdown << fmt::format("\n- **{}** ({}): {}\n", kernel.kernel, kernel.status, kernel.reason);
     }
-    if (submission) {  // the headline is the submitted, re-verified figure
-        markdown << fmt::format("\nGeomean speedup: **{:.3f}x** (the submission's, re-verified; the campaign recorded "
-                                "{:.3f}x, see below)\n",
-                                submission->geomean, status.geomean_speedup);
-    } else {
-        markdown << fmt::format("\nGeomean speedup: **{:.3f}x**\n", status.geomean_speedup);
-    }
+    markdown << "\n" << geomean_headline(status, submission, "**", "**") << "\n";
     if (submission) {
         markdown << fmt::format(
             "\n## Submission\n\n{}\n\n| kernel | campaign reference | campaign champion | campaign "
@@ -382,13 +386,7 @@ void html_summary(std::ostream& html, const ReportData& data) {
                                 xml_escape(kernel.reason));
         }
     }
-    if (submission) {  // the headline is the submitted, re-verified figure
-        html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b> (the submission's, re-verified; the campaign "
-                            "recorded {:.3f}x, see below)</p>\n",
-                            submission->geomean, status.geomean_speedup);
-    } else {
-        html << fmt::format("<p>Geomean speedup: <b>{:.3f}x</b></p>\n", status.geomean_speedup);
-    }
+    html << "<p>" << geomean_headline(status, submission, "<b>", "</b>") << "</p>\n";
     if (submission) {
         html << fmt::format(
             "<h2>Submission</h2>\n<p>{}</p>\n<table class=\"submission\"><tr><th>kernel</th>"
