@@ -71,6 +71,10 @@ struct CascadeConfig {
                                         ///< clear_win_min_launches correct launches is under ratio × the
                                         ///< champion's median (a gain far beyond the noise; 0 = always race)
     int clear_win_min_launches = 3;
+    int clear_win_champion_launches = 2;  ///< fresh champion launches that confirm a clear win: the
+                                        ///< reference is the lower of the champion's recorded median and
+                                        ///< its fastest fresh launch (a median inflated by outliers or
+                                        ///< drift since it was recorded fakes no win; 0 = trust the median)
     int transient_retries = 3;
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
     std::optional<std::uint64_t> priming_seed;  ///< correctness: a launch before the fresh seeds, so a kernel

@@ -5,7 +5,7 @@
 namespace npuopt::eval {
 
 target::RunResult LaunchLog::run(const target::Runner& runner, const target::RunRequest& request, int max_retries,
-                                 double& device_secs, const LaunchGate& gate) {
+                                 double& device_secs, const LaunchGate& gate, std::string_view side) {
     target::RunResult result;
     for (int attempt = 0; attempt <= max_retries; ++attempt) {
         if (!gate()) {
@@ -17,14 +17,15 @@ target::RunResult LaunchLog::run(const target::Runner& runner, const target::Run
         }
         result = runner.run(request);
         device_secs += result.call.process.wall_secs;
-        add(result, request.seed, attempt);
+        add(result, request.seed, attempt, side);
         if (result.call.status != target::CallStatus::transient) return result;
     }
     return result;
 }
 
-void LaunchLog::add(const target::RunResult& result, std::uint64_t seed, int attempt) {
+void LaunchLog::add(const target::RunResult& result, std::uint64_t seed, int attempt, std::string_view side) {
     store::MeasurementRecord row;
+    row.side = std::string(side);
     row.launch_order = m_launches++;
     row.seed = static_cast<std::int64_t>(seed);
     row.attempt = attempt;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/campaign_store.hpp"
@@ -21,9 +22,10 @@ class LaunchLog {
 public:
     /// Run `request` on `runner`, retrying while it fails transiently (at most `max_retries`
     /// times); every attempt is logged. A closed `gate` ends the call with status not_started
-    /// and budget_stopped() set.
+    /// and budget_stopped() set. `side` names the design that ran in the rows (a stage that also
+    /// launches the champion logs those launches as "champion").
     target::RunResult run(const target::Runner& runner, const target::RunRequest& request, int max_retries,
-                          double& device_secs, const LaunchGate& gate);
+                          double& device_secs, const LaunchGate& gate, std::string_view side = "candidate");
 
     std::int64_t launches() const { return m_launches; }
     std::int64_t failed() const { return m_failed; }
@@ -33,7 +35,7 @@ public:
     const std::vector<store::MeasurementRecord>& rows() const { return m_rows; }
 
 private:
-    void add(const target::RunResult& result, std::uint64_t seed, int attempt);
+    void add(const target::RunResult& result, std::uint64_t seed, int attempt, std::string_view side);
 
     std::vector<store::MeasurementRecord> m_rows;
     std::int64_t m_launches = 0;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "eval/anti_gaming.hpp"
@@ -387,16 +388,48 @@ private:
 // ---- screen: the correctness launches' cycles (+ screen_runs more); not faster is rejected ------
 
 /// Why the screen's launches already decide (a clear win: even the slowest launch is far under the
-/// champion's median, a gain no launch noise or drift explains), or nullopt: the race decides.
+/// champion's `reference` cycles, a gain no launch noise or drift explains), or nullopt: the race
+/// decides. `reference_name` says what the reference is ("median", "fastest fresh launch").
 std::optional<std::string> clear_win(const CascadeConfig& config, const std::vector<double>& cycles,
-                                     double champion_median) {
-    if (config.clear_win_ratio <= 0.0 || champion_median <= 0.0) return std::nullopt;
+                                     double reference, std::string_view reference_name) {
+    if (config.clear_win_ratio <= 0.0 || reference <= 0.0) return std::nullopt;
     if (std::ssize(cycles) < std::max(config.clear_win_min_launches, 1)) return std::nullopt;
     const double slowest = *std::max_element(cycles.begin(), cycles.end());
-    if (slowest >= config.clear_win_ratio * champion_median) return std::nullopt;
-    return fmt::format("clear win: the slowest of {} launches, {:.0f} cycles, is {:.3f}x the champion's median {:.0f} "
-                       "(limit {:.2f}x): accepted without a race",
-                       cycles.size(), slowest, slowest / champion_median, champion_median, config.clear_win_ratio);
+    if (slowest >= config.clear_win_ratio * reference) return std::nullopt;
+    return fmt::format("clear win: the slowest of {} launches, {:.0f} cycles, is {:.3f}x the champion's {} {:.0f} "
+                       "(limit {:.2f}x)",
+                       cycles.size(), slowest, slowest / reference, reference_name, reference, config.clear_win_ratio);
+}
+
+/// The champion's fresh launches that confirm (or not) a clear win against its recorded median.
+struct ChampionCheck {
+    std::vector<double> cycles;    ///< the fresh launches' cycles (fewer than asked: one failed)
+    bool budget_stopped = false;   ///< the device-run or wall-time allowance ended them
+    std::string failure;           ///< why a launch failed, "" when none did
+};
+
+/// `config.clear_win_champion_launches` launches of the champion right after the candidate's: its
+/// recorded median may come from as few as four launches, two outliers among which inflate it by
+/// half the outlier scale, and the device drifts between then and now. Logged as side "champion".
+ChampionCheck launch_champion(StageContext& context, LaunchLog& launches, SeedStream& stream) {
+    const CascadeConfig& config = context.config;
+    ChampionCheck check;
+    for (int launch_idx = 0; launch_idx < config.clear_win_champion_launches; ++launch_idx) {
+        target::RunRequest request = run_request(context, stream.next(), false);
+        request.file = context.champion->candidate.source_file;
+        const auto result = launches.run(context.device, request, config.transient_retries,
+                                         context.outcome.device_secs, context.may_launch, "champion");
+        if (launches.budget_stopped()) {
+            check.budget_stopped = true;
+            return check;
+        }
+        if (result.call.status != target::CallStatus::ok || result.cycles.empty()) {
+            check.failure = run_failure(result);
+            return check;
+        }
+        check.cycles.push_back(result.cycles.front());
+    }
+    return check;
 }
 
 class ScreenStage final : public Stage {
@@ -455,10 +488,46 @@ public:
         const double champion_median = context.champion->cycles_median;
         outcome.champion_cycles_median = champion_median;
         const double ratio = champion_median > 0.0 ? screen_median / champion_median : 0.0;
-        if (auto win = clear_win(config, cycles, champion_median)) {
-            outcome.accepted = true;
-            outcome.speedup = champion_median / screen_median;
-            return ended(Verdict::accept, *win + note, &m_launches);
+        std::string unconfirmed;
+        if (auto win = clear_win(config, cycles, champion_median, "median")) {
+            // Confirmed only against fresh launches of the champion: the reference is the lower of
+            // its recorded median and its fastest fresh launch.
+            std::optional<std::string> confirmed = win;
+            std::string confirmation;
+            double reference = champion_median;
+            if (config.clear_win_champion_launches > 0) {
+                const ChampionCheck check = launch_champion(context, m_launches, stream);
+                if (check.budget_stopped) {
+                    outcome.budget_exhausted = true;
+                    return ended(Verdict::inconclusive,
+                                 fmt::format("{}, but the {} is spent before the champion's confirming launches",
+                                             *win, context.spent_budget()),
+                                 &m_launches);
+                }
+                if (!check.failure.empty()) {
+                    confirmed.reset();
+                    unconfirmed = fmt::format("; {}, unconfirmed: a fresh champion launch failed ({}), the race decides",
+                                              *win, check.failure);
+                } else {
+                    const double fastest = *std::min_element(check.cycles.begin(), check.cycles.end());
+                    if (fastest < champion_median) {
+                        reference = fastest;
+                        confirmed = clear_win(config, cycles, fastest, "fastest fresh launch");
+                    }
+                    confirmation = fmt::format("; the champion's {} fresh launches: fastest {:.0f} cycles ({:.3f}x its "
+                                               "recorded median)",
+                                               check.cycles.size(), fastest, fastest / champion_median);
+                    if (!confirmed) {
+                        unconfirmed = fmt::format("; {}, not confirmed{}: the race decides", *win, confirmation);
+                    }
+                }
+            }
+            if (confirmed) {
+                outcome.accepted = true;
+                outcome.speedup = reference / screen_median;
+                return ended(Verdict::accept, *confirmed + confirmation + ": accepted without a race" + note,
+                             &m_launches);
+            }
         }
         if (ratio > config.screen_max_ratio) {
             return ended(Verdict::reject,
@@ -467,8 +536,8 @@ public:
                                      screen_median, cycles.size(), ratio, champion_median, config.screen_max_ratio, note),
                          &m_launches);
         }
-        return ended(Verdict::pass, fmt::format("median {:.0f} cycles over {} runs, {:.3f}x the champion's {:.0f}{}",
-                                                screen_median, cycles.size(), ratio, champion_median, note),
+        return ended(Verdict::pass, fmt::format("median {:.0f} cycles over {} runs, {:.3f}x the champion's {:.0f}{}{}",
+                                                screen_median, cycles.size(), ratio, champion_median, unconfirmed, note),
                      &m_launches);
     }
 

@@ -261,7 +261,7 @@ TEST_CASE("a clear win is accepted at the screen without a race and a modest gai
     const Outcome outcome = cascade.evaluate(twice, champion, campaign.kernel());
     INFO(outcome.final_reason);
     CHECK(outcome.accepted);
-    CHECK(outcome.device_runs == 4);  // the correctness launches only
+    CHECK(outcome.device_runs == 6);  // the correctness launches and two confirming champion launches
     REQUIRE_FALSE(outcome.stages.empty());
     CHECK(outcome.stages.back().stage == StageKind::screen);
     CHECK(outcome.stages.back().verdict == Verdict::accept);
@@ -283,6 +283,39 @@ TEST_CASE("a clear win is accepted at the screen without a race and a modest gai
     REQUIRE_FALSE(always.stages.empty());
     CHECK(always.stages.back().stage == StageKind::race);
     CHECK(always.accepted);
+}
+
+TEST_CASE("a clear win against an inflated champion median is not confirmed and the race decides") {
+    // The champion's recorded median is 15 % over its true cycles (two outliers among few launches,
+    // or drift since): an equal design's launches are all under 0.90x of it. The screen's fresh
+    // champion launches show the truth, the win is not confirmed, the race rejects the equal design.
+    Campaign campaign;
+    Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, quick_config());
+    const Champion inflated{campaign.design("honest", 10000), 11500};
+    const Candidate equal = campaign.design("honest", 10000);
+    const Outcome outcome = cascade.evaluate(equal, inflated, campaign.kernel());
+    INFO(outcome.final_reason);
+    CHECK_FALSE(outcome.accepted);
+    REQUIRE_FALSE(outcome.stages.empty());
+    CHECK(outcome.stages.back().stage == StageKind::race);
+    const auto screen = stage_row(campaign.evaluations(equal), "screen");
+    REQUIRE(screen);
+    INFO(screen->reason);
+    CHECK(screen->verdict == "pass");
+    CHECK(screen->reason.find("not confirmed") != std::string::npos);
+    // the champion's two launches are the screen's, logged as its side
+    const auto rows = campaign.store.list_measurements(screen->id);
+    CHECK(std::count_if(rows.begin(), rows.end(), [](const auto& row) { return row.side == "champion"; }) == 2);
+    // with the confirmation off the same comparison is (wrongly) a clear win: the check is what stops it
+    CascadeConfig trusting = quick_config();
+    trusting.clear_win_champion_launches = 0;
+    Campaign other;
+    Cascade naive(other.toolchain, other.store, &other.rules, nullptr, trusting);
+    const Outcome fooled =
+        naive.evaluate(other.design("honest", 10000), Champion{other.design("honest", 10000), 11500}, other.kernel());
+    CHECK(fooled.accepted);
+    REQUIRE_FALSE(fooled.stages.empty());
+    CHECK(fooled.stages.back().stage == StageKind::screen);
 }
 
 TEST_CASE("a faster candidate wins the race and every launch is recorded for both designs") {

@@ -237,17 +237,21 @@ RaceRecord run_one(const Judge& judge, const LaunchSpec& champion, const LaunchS
     for (const auto& observation : report.observations) {
         if (observation.secs && !observation.error) times.set(observation.pair_idx, observation.side, *observation.secs);
     }
-    // The naive rules need 5 complete pairs; a race that stopped earlier gets extra pairs, launched
-    // the same way (fresh seed, alternating order), which only the naive rules see.
+    // The naive rules need 5 complete pairs, the cascade's screen rules 4 + the confirming champion
+    // launches; a race that stopped earlier gets extra pairs, launched the same way (fresh seed,
+    // alternating order), which only these rules see.
+    const CascadeConfig cascade_defaults;
+    const std::size_t needed =
+        std::max<std::size_t>(5, 4 + static_cast<std::size_t>(std::max(0, cascade_defaults.clear_win_champion_launches)));
     std::mt19937_64 extra_seeds(seed ^ 0x5eed'0f'e11a'b1e5ULL);
     std::size_t pair_idx = 0;
     int failures = 0;
-    while (!times.complete(5) && failures < 20) {
-        while (pair_idx < 5 && times.champion.size() > pair_idx && times.candidate.size() > pair_idx &&
+    while (!times.complete(needed) && failures < 20) {
+        while (pair_idx < needed && times.champion.size() > pair_idx && times.candidate.size() > pair_idx &&
                times.champion[pair_idx] && times.candidate[pair_idx]) {
             ++pair_idx;
         }
-        if (pair_idx >= 5) break;
+        if (pair_idx >= needed) break;
         const std::uint64_t input_seed = extra_seeds();
         const std::array<Side, 2> order = pair_idx % 2 == 0 ? std::array{Side::champion, Side::candidate}
                                                             : std::array{Side::candidate, Side::champion};
@@ -260,7 +264,7 @@ RaceRecord run_one(const Judge& judge, const LaunchSpec& champion, const LaunchS
             }
         }
     }
-    if (times.complete(5)) {
+    if (times.complete(needed)) {
         record.naive_one = *times.candidate[0] < *times.champion[0];
         double champion_sum = 0.0;
         double candidate_sum = 0.0;
@@ -270,15 +274,17 @@ RaceRecord run_one(const Judge& judge, const LaunchSpec& champion, const LaunchS
         }
         record.naive_five = candidate_sum < champion_sum;
         // The cascade's rules before the race (CascadeConfig defaults), on the same launches: the
-        // champion's median over its 5 launches stands for its recorded median; the candidate's
-        // first 4 launches for its correctness launches.
-        const CascadeConfig cascade_defaults;
+        // champion's median over its first 4 launches stands for its recorded median (a champion
+        // accepted at the screen has no more), its next launches for the screen's confirming ones;
+        // the candidate's first 4 launches for its correctness launches.
         std::vector<double> champion_times;
-        for (std::size_t index = 0; index < 5; ++index) champion_times.push_back(*times.champion[index]);
+        for (std::size_t index = 0; index < 4; ++index) champion_times.push_back(*times.champion[index]);
         const double champion_median = median(champion_times);
+        double reference = champion_median;
+        for (std::size_t index = 4; index < needed; ++index) reference = std::min(reference, *times.champion[index]);
         double slowest = 0.0;
         for (std::size_t index = 0; index < 4; ++index) slowest = std::max(slowest, *times.candidate[index]);
-        record.clear_win = slowest < cascade_defaults.clear_win_ratio * champion_median;
+        record.clear_win = slowest < cascade_defaults.clear_win_ratio * reference;
         record.second_look = std::min(*times.candidate[0], *times.candidate[1]) >
                              cascade_defaults.second_look_ratio * champion_median;
         const std::vector<double> first_four{*times.candidate[0], *times.candidate[1], *times.candidate[2],
