@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include <unistd.h>
 
@@ -166,6 +167,13 @@ void CampaignRecords::restore_kernel(KernelRuntime& kernel) {
     kernel.port_pending = state.value("port_pending", false);
     kernel.ported_from = state.value("ported_from", std::string());
     kernel.port_baseline_done = state.value("port_baseline_done", false);
+    kernel.reopen_steps_left = state.value("reopen_steps_left", std::int64_t{0});
+    kernel.reopened_terms.clear();
+    if (state.contains("reopened_terms") && state["reopened_terms"].is_array()) {
+        for (const auto& term : state["reopened_terms"]) {
+            if (term.is_string()) kernel.reopened_terms.push_back(term.get<std::string>());
+        }
+    }
     kernel.port_before = state.value("port_before", nlohmann::json::object());
     auto discounted = parse_or(tree.state("scheduler/" + kernel.name()), nlohmann::json::object());
     for (const auto& stats : tree.list_role_stats(kernel.name())) {
@@ -189,10 +197,20 @@ void CampaignRecords::restore_kernel(KernelRuntime& kernel) {
         kernel.search.replay(design->content_hash, kernel.family_of(design->template_name),
                              numbers_of(edge.quantities_json), numbers_of(design->params_json), edge.cycles, verdict);
     }
+    if (kernel.reopen_steps_left > 0) mark_stale_designs(kernel);
     auto path = tree.champion_path(kernel.name());
     if (!path.empty()) {
         kernel.baseline_cycles = path.front().cycles;
         load_champion(kernel, path.back());
+    }
+}
+
+void CampaignRecords::mark_stale_designs(KernelRuntime& kernel) {
+    std::set<std::int64_t> seen;
+    for (const auto& edge : trees().list_edges(kernel.name())) {
+        if (!seen.insert(edge.design_id).second) continue;
+        if (!m_store->list_evaluations(edge.design_id).empty()) continue;  // evaluated under this version
+        if (auto design = m_store->find_design(edge.design_id)) kernel.search.mark_stale(design->content_hash);
     }
 }
 

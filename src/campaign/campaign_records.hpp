@@ -66,6 +66,9 @@ public:
     /// its champion, from the store.
     void restore_kernel(KernelRuntime& kernel);
     /// Make the champion link `link` the kernel's champion. Error(store) when its design is gone.
+    /// Mark the kernel's designs whose every evaluation is stale (older toolchains) as such in
+    /// its search: what a re-opened move may measure again.
+    void mark_stale_designs(KernelRuntime& kernel);
     void load_champion(KernelRuntime& kernel, const store::ChampionRecord& link);
     /// A stored design, re-instantiated from its template when it still gives the same hash,
     /// else read back from its stored source; nullopt when neither works.

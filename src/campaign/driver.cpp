@@ -239,6 +239,10 @@ void CampaignDriver::Impl::step_kernel(KernelRuntime& kernel) {
     request.pick_seed = [this, &kernel](std::size_t attempt) {
         return mix_seed(options.seed, kernel.name(), counters.step, attempt + 1);
     };
+    if (kernel.reopen_steps_left > 0) {
+        request.reopened_terms = kernel.reopened_terms;
+        if (--kernel.reopen_steps_left == 0) kernel.reopened_terms.clear();  // saved with this step
+    }
     if (auto proposal = kernel.search.next_proposal(request)) {
         evaluate_step(kernel, *proposal);
         if (options.revalidate_every_accepts > 0 &&

@@ -28,6 +28,7 @@
 #include "knowledge/hardware_model.hpp"
 #include "knowledge/rewrites.hpp"
 #include "llm/budget.hpp"
+#include "search/llm_roles.hpp"
 #include "search/roles.hpp"
 #include "search/scheduler.hpp"
 #include "store/campaign_store.hpp"
@@ -91,6 +92,10 @@ struct CampaignOptions {
     /// (null: designs are used as instantiated and no family is blocked).
     knowledge::SourceRules* source_rules = nullptr;
     int port_attempts = 4;                ///< designs tried per kernel when its champion is ported
+    /// The LLM porter of a kernel, asked to port a design the new toolchain rejects where no
+    /// fix-it mended it (empty, or null for a kernel: only fix-its port, as without an LLM).
+    std::function<std::unique_ptr<search::LlmPorter>(const std::string& kernel)> porter_factory = {};
+    int porter_turns = 3;                 ///< porter calls per failing design (the first and its repairs)
 };
 
 /// One kernel as the driver needs it.

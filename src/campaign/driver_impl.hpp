@@ -154,6 +154,14 @@ struct CampaignDriver::Impl {
     /// how, re-verified, re-measured and raced against the new baseline. When it cannot be
     /// ported, the next best portable design takes its place, and the event says why.
     void port_kernel(KernelRuntime& kernel);
+    /// The LLM porter's ports of `failing` (which failed under the new version as the last
+    /// step says), each evaluated as a port, repaired with the next diagnostics; true when one
+    /// became the champion. False at once without an LLM porter.
+    /// After a port: the cost terms the refit moved (the hardware_model_changed event of this
+    /// version) are re-opened for the kernel's next steps, the analyst first (event parameters_reopened).
+    void reopen_moved_terms(KernelRuntime& kernel);
+    bool port_with_llm(KernelRuntime& kernel, const search::Design& failing, const std::string& label,
+                       const std::string& from, std::int64_t baseline_id);
 
     // ---- the loop --------------------------------------------------------------------------
 

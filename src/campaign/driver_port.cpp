@@ -11,14 +11,6 @@ namespace npuopt::campaign {
 
 using namespace driver_detail;
 
-bool strict_phase = false;  ///< the evaluator runs its strict preset (campaign age ≥ strict_after)
-std::string toolchain_version;
-std::string toolchain_identity;                  ///< Evaluator::toolchain_identity at the last check
-std::string last_step_reason;                    ///< the final reason of the last evaluated step
-bool port_measure_only = false;                  ///< evaluate_step checks and measures without an opponent (a port)
-bool port_unclear = false;                       ///< the last measure-only step was not clearly below the baseline
-std::vector<knowledge::SourceRewrite> rewrites;  ///< applied to every source before it is hashed
-
 // ---- rewrites and known failures --------------------------------------------------------
 
 /// Every template's instantiations pass through the rewrites of this toolchain version.
@@ -139,12 +131,16 @@ void CampaignDriver::Impl::port_kernel(KernelRuntime& kernel) {
         port_measure_only = false;
         if (port_unclear) verdict = evaluate_step(kernel, proposal);  // close to the baseline: a race decides
         if (kernel.champion && kernel.champion_design_id != baseline_id) break;
+        // No fix-it mended it (or it failed for another reason): where an LLM is configured,
+        // the porter tries, with the diagnostics and the new version's release notes.
+        if (!eval::step_measured(verdict) && port_with_llm(kernel, *port, design.label(), from, baseline_id)) break;
         if (lost.empty()) {
             lost = fmt::format("{} could not be ported ({}: {})", design.label(), eval::step_verdict_name(verdict),
                                last_step_reason);
         }
     }
     const bool ported_one = kernel.champion && kernel.champion_design_id != baseline_id;
+    const bool by_llm = ported_one && kernel.champion && kernel.champion->template_name == "llm-porter";
     const auto runs_left = device_runs_left();
     if (!ported_one && runs_left && *runs_left <= 0 && kernel.active()) {
         kernel.port_pending = true;  // the budget ran out mid-port: the next run goes on from here
@@ -166,12 +162,70 @@ void CampaignDriver::Impl::port_kernel(KernelRuntime& kernel) {
         {"champion", kernel.champion ? kernel.champion->label() : std::string()},
         {"champion_cycles", kernel.champion_cycles},
         {"champion_ported", ported_one && lost.empty()},
+        {"ported_by", !ported_one ? "" : by_llm ? "llm-porter" : "porter"},
         {"attempts", attempts},
         {"lost", lost}};
     store::Transaction transaction = records.store().database().transaction();
+    reopen_moved_terms(kernel);
     records.save_kernel(kernel);
     records.emit("port_finished", event);
     transaction.commit();
+}
+
+void CampaignDriver::Impl::reopen_moved_terms(KernelRuntime& kernel) {
+    constexpr std::int64_t k_reopen_steps = 8;
+    kernel.reopened_terms.clear();
+    kernel.reopen_steps_left = 0;
+    const auto changed = records.store().last_event("hardware_model_changed");
+    if (!changed) return;
+    const nlohmann::json payload = nlohmann::json::parse(changed->payload_json, nullptr, false);
+    if (!payload.is_object() || payload.value("to", std::string()) != toolchain_version) return;
+    for (const auto& term : payload.value("terms", nlohmann::json::array())) {
+        if (term.is_object() && term.contains("term") && term["term"].is_string()) {
+            kernel.reopened_terms.push_back(term["term"].get<std::string>());
+        }
+    }
+    if (kernel.reopened_terms.empty()) return;
+    kernel.reopen_steps_left = k_reopen_steps;
+    records.mark_stale_designs(kernel);
+    records.emit("parameters_reopened", {{"kernel", kernel.name()},
+                                         {"terms", kernel.reopened_terms},
+                                         {"moved", payload.value("moved", nlohmann::json::array())},
+                                         {"steps", k_reopen_steps},
+                                         {"then", "the analyst first re-tunes the parameters that move these terms"}});
+}
+
+bool CampaignDriver::Impl::port_with_llm(KernelRuntime& kernel, const search::Design& failing, const std::string& label,
+                                         const std::string& from, std::int64_t baseline_id) {
+    if (!kernel.porter_made) {
+        kernel.porter_made = true;
+        if (options.porter_factory) kernel.porter = options.porter_factory(kernel.name());
+    }
+    if (!kernel.porter) return false;
+    search::PortRequest request;
+    request.design_label = label;
+    request.source = failing.source;
+    request.diagnostics = last_step_reason;
+    request.from = from;
+    request.to = toolchain_version;
+    for (int turn = 0; turn < std::max(1, options.porter_turns) && kernel.active(); ++turn) {
+        std::vector<search::Proposal> proposals = kernel.porter->port(request);
+        if (proposals.empty()) return false;
+        for (auto& proposal : proposals) {  // best-of-n: the cascade sorts the choices
+            if (!kernel.active()) return false;
+            proposal.reason = fmt::format("{} under {}, failing under {}: {}", label,
+                                          from.empty() ? "the old toolchain" : from, toolchain_version, proposal.reason);
+            port_measure_only = true;
+            evaluate_step(kernel, proposal);
+            port_measure_only = false;
+            if (port_unclear) evaluate_step(kernel, proposal);
+            if (kernel.champion && kernel.champion_design_id != baseline_id) return true;
+            request.repair_of = proposal.design.content_hash;
+            request.source = proposal.design.source;
+            request.diagnostics = last_step_reason;
+        }
+    }
+    return false;
 }
 
 }  // namespace npuopt::campaign

@@ -211,11 +211,13 @@ void CampaignDriver::Impl::learn_from_step(KernelRuntime& kernel, const search::
     feedback.device_secs = decision.outcome.device_secs;
     feedback.became_champion = decision.becomes_champion;
     feedback.champion_cycles_before = decision.champion_before;
-    feedback.scored = !decision.is_reference && !kernel.champion->is_baseline && proposal.role != "porter";
+    feedback.scored = !decision.is_reference && !kernel.champion->is_baseline && proposal.role != "porter" &&
+                      proposal.role != "llm-porter";
     feedback.speed_of_light_cycles = kernel.sol_cycles;
     feedback.last_stage = decision.edge.last_stage;
     feedback.final_reason = decision.edge.final_reason;
     kernel.search.notify(feedback);
+    if (kernel.porter && proposal.role == "llm-porter") kernel.porter->notify(feedback);
 }
 
 void CampaignDriver::Impl::account_step(KernelRuntime& kernel, StepDecision& decision) {

@@ -43,7 +43,9 @@ nlohmann::json KernelRuntime::state_json() const {
             {"port_pending", port_pending},
             {"ported_from", ported_from},
             {"port_baseline_done", port_baseline_done},
-            {"port_before", port_before}};
+            {"port_before", port_before},
+            {"reopened_terms", reopened_terms},
+            {"reopen_steps_left", reopen_steps_left}};
 }
 
 std::string reference_text(const std::string& baseline_failure) {

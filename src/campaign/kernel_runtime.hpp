@@ -52,6 +52,10 @@ struct KernelRuntime {
     std::string ported_from;                ///< the version the last port started from
     bool port_baseline_done = false;        ///< the port measured the baseline again (it resumes from there)
     nlohmann::json port_before;             ///< champion and baseline before the port (for its report)
+    std::vector<std::string> reopened_terms;  ///< cost terms a toolchain update moved (the refit says)
+    std::int64_t reopen_steps_left = 0;       ///< steps the analyst re-tunes them first
+    std::unique_ptr<search::LlmPorter> porter;  ///< made on the first port that needs it (LLM only)
+    bool porter_made = false;
 
     const std::string& name() const { return setup.spec.name; }
     bool active() const { return state == KernelState::active; }

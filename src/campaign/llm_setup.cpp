@@ -83,6 +83,70 @@ std::optional<LlmRuntime> make_llm_runtime(Workspace& workspace, const std::opti
     return runtime;
 }
 
+namespace {
+
+/// What every LLM role of `kernel` shares: client, prompts, what the prompts may say of the
+/// kernel and the chip, retrieval, the audit and events; nullopt for a kernel not in kernels.yaml.
+std::optional<search::LlmRoleDeps> role_deps(Workspace* space, const std::shared_ptr<LlmRuntime>& runtime,
+                                             const std::string& kernel) {
+    const auto spec = std::find_if(space->kernels.kernels.begin(), space->kernels.kernels.end(),
+                                   [&](const config::KernelSpec& candidate) { return candidate.name == kernel; });
+    if (spec == space->kernels.kernels.end()) return std::nullopt;
+
+    auto knowledge = std::make_shared<search::LlmKnowledge>();
+    knowledge->target = space->target.name;
+    knowledge->kernel = kernel;
+    knowledge->shape_text = target::format_shape(spec->shape);
+    knowledge->kernel_spec = kernel_spec_text(*spec);
+    knowledge->dsl_summary = runtime->dsl_summary;
+    knowledge->hardware_facts = runtime->hardware_facts;
+    knowledge->source_extension = spec->baseline.has_extension() ? spec->baseline.extension().string() : ".rs";
+    try {
+        knowledge->reference_source = search::Template::baseline(*spec, space->target.name)->instantiate({}).source;
+    } catch (const Error& error) {
+        log::warn("llm: kernel {} has no baseline source for its prompts: {}", kernel, error.what());
+    }
+    store::Database* database = &space->store->database();
+    const std::string target_name = space->target.name;
+    knowledge->retrieve = [database, target_name](const std::string& query, std::int64_t budget) {
+        store::KnowledgeStore store(*database);
+        std::vector<search::ContextPassage> passages;
+        for (const auto& hit : knowledge::retrieve_within(store, target_name, query, budget)) {
+            passages.push_back({fmt::format("{}:{}", hit.kind, hit.id), hit.title, hit.body});
+        }
+        return passages;
+    };
+
+    search::LlmRoleDeps deps;
+    deps.client = runtime->client;
+    deps.prompts = runtime->prompts;
+    deps.knowledge = knowledge;
+    deps.audit = [database](const store::LlmCallRecord& call) {
+        store::Transaction transaction = database->transaction();
+        const std::int64_t id = store::LlmStore(*database).record_call(call);
+        transaction.commit();
+        return id;
+    };
+    store::CampaignStore* campaign_store = space->store.get();
+    deps.event = [campaign_store](const std::string& kind, const std::string& json) {
+        campaign_store->record_event(kind, json);
+    };
+    return deps;
+}
+
+search::LlmRoleOptions role_options(const config::LlmConfig& config, const LlmRuntime& runtime,
+                                    std::function<std::int64_t()> step) {
+    search::LlmRoleOptions options;
+    options.strategy = runtime.strategy;
+    options.n = config.n;
+    options.repair_turns = config.repair_turns;
+    options.context_tokens = config.context_tokens;
+    options.step = std::move(step);
+    return options;
+}
+
+}  // namespace
+
 RoleFactory make_role_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> runtime, std::function<std::int64_t()> step) {
     if (!runtime) return {};
     Workspace* space = &workspace;
@@ -95,64 +159,33 @@ RoleFactory make_role_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> 
                                                         role->name()) == config.heuristic_roles.end();
                                    }),
                     roles.end());
-        const auto spec = std::find_if(space->kernels.kernels.begin(), space->kernels.kernels.end(),
-                                       [&](const config::KernelSpec& candidate) { return candidate.name == kernel; });
-        if (spec == space->kernels.kernels.end()) return roles;
-
-        auto knowledge = std::make_shared<search::LlmKnowledge>();
-        knowledge->target = space->target.name;
-        knowledge->kernel = kernel;
-        knowledge->shape_text = target::format_shape(spec->shape);
-        knowledge->kernel_spec = kernel_spec_text(*spec);
-        knowledge->dsl_summary = runtime->dsl_summary;
-        knowledge->hardware_facts = runtime->hardware_facts;
-        knowledge->source_extension = spec->baseline.has_extension() ? spec->baseline.extension().string() : ".rs";
-        try {
-            knowledge->reference_source = search::Template::baseline(*spec, space->target.name)->instantiate({}).source;
-        } catch (const Error& error) {
-            log::warn("llm: kernel {} has no baseline source for its prompts: {}", kernel, error.what());
-        }
-        store::Database* database = &space->store->database();
-        const std::string target_name = space->target.name;
-        knowledge->retrieve = [database, target_name](const std::string& query, std::int64_t budget) {
-            store::KnowledgeStore store(*database);
-            std::vector<search::ContextPassage> passages;
-            for (const auto& hit : knowledge::retrieve_within(store, target_name, query, budget)) {
-                passages.push_back({fmt::format("{}:{}", hit.kind, hit.id), hit.title, hit.body});
-            }
-            return passages;
-        };
-
-        search::LlmRoleDeps deps;
-        deps.client = runtime->client;
-        deps.prompts = runtime->prompts;
-        deps.knowledge = knowledge;
-        deps.audit = [database](const store::LlmCallRecord& call) {
-            store::Transaction transaction = database->transaction();
-            const std::int64_t id = store::LlmStore(*database).record_call(call);
-            transaction.commit();
-            return id;
-        };
-        store::CampaignStore* campaign_store = space->store.get();
-        deps.event = [campaign_store](const std::string& kind, const std::string& json) {
-            campaign_store->record_event(kind, json);
-        };
-        search::LlmRoleOptions options;
-        options.strategy = runtime->strategy;
-        options.n = config.n;
-        options.repair_turns = config.repair_turns;
-        options.context_tokens = config.context_tokens;
-        options.step = step;
+        const auto deps = role_deps(space, runtime, kernel);
+        if (!deps) return roles;
+        const search::LlmRoleOptions options = role_options(config, *runtime, step);
         for (const std::string& name : config.roles) {
+            if (name == "porter") continue;  // acts in ports (make_porter_factory), not in the search
             if (config.replace_heuristic) {
                 roles.erase(std::remove_if(roles.begin(), roles.end(),
                                            [&](const auto& role) { return role->name() == name; }),
                             roles.end());
             }
-            if (name == "architect") roles.push_back(search::make_llm_architect(deps, options));
-            if (name == "tuner") roles.push_back(search::make_llm_tuner(deps, options));
+            if (name == "architect") roles.push_back(search::make_llm_architect(*deps, options));
+            if (name == "tuner") roles.push_back(search::make_llm_tuner(*deps, options));
         }
         return roles;
+    };
+}
+
+PorterFactory make_porter_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> runtime,
+                                  std::function<std::int64_t()> step) {
+    if (!runtime) return {};
+    const auto& roles = workspace.campaign.llm.roles;
+    if (std::find(roles.begin(), roles.end(), "porter") == roles.end()) return {};
+    Workspace* space = &workspace;
+    return [space, runtime, step](const std::string& kernel) -> std::unique_ptr<search::LlmPorter> {
+        const auto deps = role_deps(space, runtime, kernel);
+        if (!deps) return nullptr;
+        return search::make_llm_porter(*deps, role_options(space->campaign.llm, *runtime, step));
     };
 }
 

@@ -41,6 +41,13 @@ std::optional<LlmRuntime> make_llm_runtime(Workspace& workspace, const std::opti
 RoleFactory make_role_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> runtime,
                               std::function<std::int64_t()> step);
 
+using PorterFactory = std::function<std::unique_ptr<search::LlmPorter>(const std::string& kernel)>;
+
+/// The LLM porter per kernel (CampaignOptions::porter_factory) when `runtime` exists and
+/// llm.roles names the porter; empty otherwise (ports use the toolchain's fix-its alone).
+PorterFactory make_porter_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> runtime,
+                                  std::function<std::int64_t()> step);
+
 /// The kernels.yaml entry of `spec` as prompt text.
 std::string kernel_spec_text(const config::KernelSpec& spec);
 

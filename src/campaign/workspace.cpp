@@ -314,6 +314,7 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
         const nlohmann::json counters = nlohmann::json::parse(*text, nullptr, false);
         return (counters.is_object() ? counters.value("step", std::int64_t{0}) : 0) + 1;  // the step in flight
     };
+    driver_options.porter_factory = make_porter_factory(workspace, llm, step);
     campaign::CampaignDriver driver(*workspace.store, evaluator, workspace.kernel_setups(), driver_options, model,
                                     rule_check, make_role_factory(workspace, llm, step));
     return driver.run();

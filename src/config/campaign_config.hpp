@@ -71,7 +71,7 @@ struct LlmConfig {
     std::int64_t repair_turns = 2;       ///< follow-up turns that feed diagnostics back
     /// What goes into a prompt: zero_shot | profiling_guided | iterative_refinement | multi_agent
     std::string strategy = "multi_agent";
-    std::vector<std::string> roles = {"architect", "tuner"};  ///< the LLM-backed roles
+    std::vector<std::string> roles = {"architect", "tuner", "porter"};  ///< the LLM-backed roles (the porter acts in ports only)
     bool replace_heuristic = false;      ///< true: they replace the heuristic ones of the same name; false: join them
     /// What 1000 tokens cost in the role scheduler's currency (device-seconds): the price a user
     /// puts on tokens against device time when roles are paid per device-second and per token.

@@ -52,8 +52,25 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     }
     context.age = request.age;
     context.seed = request.seed;
+    context.reopened_terms = request.reopened_terms;
 
     std::set<std::string> unavailable;
+    if (!context.reopened_terms.empty()) {
+        // After a toolchain update the analyst re-tunes what the refitted model says moved,
+        // before the scheduler shares the steps out again.
+        auto analyst = std::find_if(m_roles.begin(), m_roles.end(),
+                                    [](const auto& candidate) { return candidate->name() == "analyst"; });
+        if (analyst != m_roles.end()) {
+            SearchContext reopening = context;
+            reopening.is_known = [this](const std::string& hash) { return is_known_now(hash); };
+            std::vector<Proposal> proposals = (*analyst)->propose(reopening);
+            for (auto& proposal : proposals) {
+                if (!proposal.reopened || is_known_now(proposal.design.content_hash)) continue;
+                if (proposal.role.empty()) proposal.role = "analyst";
+                return std::move(proposal);
+            }
+        }
+    }
     for (std::size_t attempt = 0; attempt < m_roles.size(); ++attempt) {
         const std::string role_name = m_scheduler.pick(context.age, request.pick_seed(attempt), unavailable);
         if (role_name.empty()) break;
@@ -114,6 +131,7 @@ void KernelSearch::count_family(const std::string& family, bool measured) {
 void KernelSearch::notify(const StepFeedback& feedback) {
     const Design& design = feedback.proposal.design;
     mark_known(design.content_hash);
+    m_stale_hashes.erase(design.content_hash);
     m_designs += 1;
     count_family(design.family, feedback.measured());
     if (feedback.measured()) m_cost_model->observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);

@@ -29,6 +29,9 @@ struct ProposalRequest {
     std::uint64_t seed = 0;   ///< this step's seed, from the campaign seed
     /// A seed per scheduler attempt (attempt 0, 1, …), so that the order stays reproducible.
     std::function<std::uint64_t(std::size_t attempt)> pick_seed;
+    /// Cost terms re-opened after a toolchain update (SearchContext::reopened_terms): the
+    /// analyst is asked first while there are any.
+    std::vector<std::string> reopened_terms;
 };
 
 /// The search of one kernel.
@@ -56,6 +59,14 @@ public:
     /// Mark a design as evaluated (or in flight) without learning from it.
     void mark_known(const std::string& content_hash) { m_known_hashes.insert(content_hash); }
     bool is_known(const std::string& content_hash) const { return m_known_hashes.count(content_hash) > 0; }
+    /// A known design whose every evaluation is stale (an older toolchain): still known to the
+    /// roles, but the analyst's re-opened moves may measure it again under the new version.
+    void mark_stale(const std::string& content_hash) {
+        if (is_known(content_hash)) m_stale_hashes.insert(content_hash);
+    }
+    bool is_known_now(const std::string& content_hash) const {
+        return is_known(content_hash) && m_stale_hashes.count(content_hash) == 0;
+    }
 
     Scheduler& scheduler() { return m_scheduler; }
     const Scheduler& scheduler() const { return m_scheduler; }
@@ -78,6 +89,7 @@ private:
     Scheduler m_scheduler;
     std::unique_ptr<CyclePredictor> m_cost_model;  ///< never null
     std::set<std::string> m_known_hashes;
+    std::set<std::string> m_stale_hashes;
     std::map<std::string, std::int64_t> m_family_designs;  ///< measured designs per family
     std::map<std::string, std::int64_t> m_family_failed;   ///< designs per family that ended without a measurement
     std::int64_t m_designs = 0;

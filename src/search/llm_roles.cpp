@@ -72,7 +72,7 @@ struct RepairItem {
     std::string reason;
 };
 
-class LlmRoleImpl final : public LlmRole {
+class LlmRoleImpl final : public LlmRole, public LlmPorter {
 public:
     LlmRoleImpl(std::string kind, LlmRoleDeps deps, LlmRoleOptions options)
         : m_kind(std::move(kind)), m_name("llm-" + m_kind), m_deps(std::move(deps)), m_options(std::move(options)) {
@@ -96,7 +96,7 @@ public:
             m_repairs.pop_front();
             if (auto first = take_first(context, repair(context, item))) return {std::move(*first)};
         }
-        if (m_paused || budget_spent() || m_budget_short) return {};
+        if (m_paused || budget_spent() || m_budget_short || m_kind == "porter") return {};
         if (m_kind == "tuner" && (!context.champion || context.champion->source.empty())) return {};
         auto first = take_first(context, ask(context));
         if (!first && m_budget_short) return {};
@@ -321,7 +321,9 @@ private:
     }
 
     /// The source a choice carries, or why it carries none.
-    std::optional<std::string> source_of(const std::string& content, const SearchContext& context, std::string& why) const {
+    /// A tuner's or porter's diff applies to `base` (the champion, the design being ported).
+    std::optional<std::string> source_of(const std::string& content, const std::string* base, std::string& why) const {
+        const bool edits = m_kind == "tuner" || m_kind == "porter";
         const std::string& language = m_deps.knowledge->source_language;
         const bool json = m_deps.client->config().response_format == config::LlmResponseFormat::json_schema;
         std::optional<std::string> source;
@@ -332,18 +334,18 @@ private:
                 if (object->contains("diff") && (*object)["diff"].is_string()) diff = (*object)["diff"].get<std::string>();
             }
         }
-        if (!source && !diff && m_kind == "tuner") diff = llm::extract_code(content, "diff");
+        if (!source && !diff && edits) diff = llm::extract_code(content, "diff");
         if (!source && !diff) source = llm::extract_code(content, language);
-        if (source && m_kind == "tuner" && looks_like_unified_diff(*source)) {
+        if (source && edits && looks_like_unified_diff(*source)) {
             diff = source;
             source.reset();
         }
         if (diff) {
-            if (!context.champion) {
+            if (base == nullptr) {
                 why = "a diff, but there is no champion to apply it to";
                 return std::nullopt;
             }
-            EditResult edit = apply_unified_diff(context.champion->source, *diff);
+            EditResult edit = apply_unified_diff(*base, *diff);
             if (!edit.source) why = "diff_failed: " + edit.error;
             return edit.source;
         }
@@ -357,20 +359,21 @@ private:
     std::optional<llm::JsonSchema> schema() const {
         if (m_deps.client->config().response_format != config::LlmResponseFormat::json_schema) return std::nullopt;
         llm::JsonSchema schema;
-        schema.name = m_kind == "tuner" ? "kernel_edit" : "kernel_source";
+        const bool edits = m_kind == "tuner" || m_kind == "porter";
+        schema.name = edits ? "kernel_edit" : "kernel_source";
         nlohmann::json properties = {{"explanation", {{"type", "string"}}}, {"source", {{"type", "string"}}}};
-        if (m_kind == "tuner") properties["diff"] = {{"type", "string"}};
+        if (edits) properties["diff"] = {{"type", "string"}};
         schema.schema = {{"type", "object"},
                          {"properties", properties},
-                         {"required", m_kind == "tuner" ? nlohmann::json::array({"explanation"})
-                                                        : nlohmann::json::array({"explanation", "source"})},
+                         {"required", edits ? nlohmann::json::array({"explanation"})
+                                            : nlohmann::json::array({"explanation", "source"})},
                          {"additionalProperties", false}};
-        schema.strict = m_kind != "tuner";
+        schema.strict = !edits;
         return schema;
     }
 
     /// One call and its choices as proposals.
-    std::vector<Proposal> call(const SearchContext& context, const std::vector<llm::Message>& messages,
+    std::vector<Proposal> call(const std::string* base, const std::vector<llm::Message>& messages,
                                const std::string& purpose, std::int64_t turn, std::int64_t n,
                                const nlohmann::json& context_ids) {
         llm::ChatRequest request;
@@ -394,7 +397,7 @@ private:
             std::string status(llm::call_status_name(choice.status));
             if (choice.status == llm::CallStatus::ok) {
                 std::string why;
-                if (auto source = source_of(choice.content, context, why)) {
+                if (auto source = source_of(choice.content, base, why)) {
                     if (seen.insert(*source).second) {
                         sources.emplace_back(idx, std::move(*source));
                     } else {
@@ -421,9 +424,10 @@ private:
                                                  m_deps.knowledge->source_extension);
             proposal.role = m_name;
             const std::string& content = reply.choices[idx].content;
-            proposal.move = turn > 0 ? fmt::format("repair turn {}", turn)
-                            : m_kind == "tuner" ? "edit of the champion"
-                                                : "new kernel";
+            proposal.move = turn > 0            ? fmt::format("repair turn {}", turn)
+                            : m_kind == "tuner"  ? "edit of the champion"
+                            : m_kind == "porter" ? fmt::format("port to {}", m_port_to)
+                                                 : "new kernel";
             const std::string prose = prose_of(content);
             proposal.reason = fmt::format("{} ({}, choice {} of {}){}{}", m_deps.client->config().model,
                                           llm_strategy_name(m_options.strategy), idx + 1, reply.choices.size(),
@@ -462,10 +466,59 @@ private:
         std::vector<llm::Message> messages;
         if (!parts.system.empty()) messages.push_back({"system", parts.system});
         messages.push_back({"user", parts.user});
-        return call(context, messages, "propose", 0, m_options.n, context_ids);
+        return call(champion_source(context), messages, "propose", 0, m_options.n, context_ids);
     }
 
+    static const std::string* champion_source(const SearchContext& context) {
+        return context.champion ? &context.champion->source : nullptr;
+    }
+
+public:
+    std::vector<Proposal> port(const PortRequest& request) override {
+        if (m_kind != "porter" || m_paused || budget_spent() || m_budget_short) return {};
+        m_port_to = request.to;
+        if (!request.repair_of.empty()) {
+            auto found = m_conversations.find(request.repair_of);
+            if (found == m_conversations.end() || found->second.turn >= m_options.repair_turns) return {};
+            m_port_base = request.source;
+            return repair_with(nullptr, {request.repair_of, "compile", request.diagnostics}, &m_port_base);
+        }
+        const LlmKnowledge& knowledge = *m_deps.knowledge;
+        std::map<std::string, std::string> values = {
+            {"target", knowledge.target},
+            {"kernel", knowledge.kernel},
+            {"shape", knowledge.shape_text},
+            {"kernel_spec", knowledge.kernel_spec},
+            {"dsl_summary", knowledge.dsl_summary},
+            {"language", knowledge.source_language},
+            {"design", request.design_label},
+            {"from", request.from.empty() ? std::string("the old toolchain") : request.from},
+            {"to", request.to},
+            {"source", request.source},
+            {"diagnostics", clip(request.diagnostics, 4000)},
+        };
+        // The new version's release notes and whatever else the knowledge base says about the
+        // names in the diagnostics: retrieval, not a file name the porter would have to know.
+        std::int64_t used = 0;
+        for (const auto& [name, value] : values) used += llm::estimate_tokens(value);
+        const std::string query = fmt::format("release notes {} changes renamed removed {}", request.to, request.diagnostics);
+        auto [text, ids] = passages(query, std::max<std::int64_t>(0, m_options.context_tokens - used));
+        values["release_notes"] = text;
+        const llm::PromptParts parts = m_deps.prompts->porter.render(values);
+        std::vector<llm::Message> messages;
+        if (!parts.system.empty()) messages.push_back({"system", parts.system});
+        messages.push_back({"user", parts.user});
+        m_port_base = request.source;
+        return call(&m_port_base, messages, "port", 0, m_options.n, ids);
+    }
+
+private:
+
     std::vector<Proposal> repair(const SearchContext& context, const RepairItem& item) {
+        return repair_with(&context, item, champion_source(context));
+    }
+
+    std::vector<Proposal> repair_with(const SearchContext*, const RepairItem& item, const std::string* base) {
         auto found = m_conversations.find(item.hash);
         if (found == m_conversations.end() || budget_spent()) return {};
         const Conversation conversation = found->second;
@@ -478,7 +531,7 @@ private:
         messages.push_back({"assistant", conversation.reply});
         messages.push_back({"user", parts.user});
         m_stats.repairs += 1;
-        return call(context, messages, "repair", conversation.turn + 1, 1, nlohmann::json::array());
+        return call(base, messages, "repair", conversation.turn + 1, 1, nlohmann::json::array());
     }
 
     std::string m_kind;
@@ -496,6 +549,8 @@ private:
     bool m_budget_short = false;   ///< what is left of the token budget no longer affords a call
     std::string m_last_prompt_hash;
     std::string m_last_reply_hash;
+    std::string m_port_to;    ///< the porter: the version it ports to
+    std::string m_port_base;  ///< the porter: the source its diffs apply to
 };
 
 }  // namespace
@@ -531,6 +586,10 @@ std::unique_ptr<LlmRole> make_llm_tuner(LlmRoleDeps deps, LlmRoleOptions options
     return std::make_unique<LlmRoleImpl>("tuner", std::move(deps), std::move(options));
 }
 
+std::unique_ptr<LlmPorter> make_llm_porter(LlmRoleDeps deps, LlmRoleOptions options) {
+    return std::make_unique<LlmRoleImpl>("porter", std::move(deps), std::move(options));
+}
+
 LlmPrompts load_llm_prompts(const std::vector<std::filesystem::path>& dirs) {
     auto load = [&dirs](const std::string& name) {
         std::vector<std::string> tried;
@@ -542,7 +601,7 @@ LlmPrompts load_llm_prompts(const std::vector<std::filesystem::path>& dirs) {
         throw Error(ErrorKind::invalid_config,
                     fmt::format("prompt template {} not found (looked for {})", name, fmt::join(tried, ", ")));
     };
-    return {load("architect.md"), load("tuner.md"), load("analyst.md"), load("repair.md")};
+    return {load("architect.md"), load("tuner.md"), load("analyst.md"), load("repair.md"), load("porter.md")};
 }
 
 }  // namespace npuopt::search

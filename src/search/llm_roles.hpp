@@ -67,6 +67,7 @@ struct LlmPrompts {
     llm::PromptTemplate tuner;
     llm::PromptTemplate analyst;
     llm::PromptTemplate repair;
+    llm::PromptTemplate porter = {};  ///< porter.md: a design the new toolchain rejects, ported
 };
 
 /// Records one call; returns its id (written in its own transaction by the caller).
@@ -115,7 +116,33 @@ struct LlmRoleDeps {
 std::unique_ptr<LlmRole> make_llm_architect(LlmRoleDeps deps, LlmRoleOptions options);
 std::unique_ptr<LlmRole> make_llm_tuner(LlmRoleDeps deps, LlmRoleOptions options);
 
-/// Load architect.md, tuner.md, analyst.md and repair.md from the first of `dirs` that has each.
+/// A design that the campaign's new toolchain rejects and that no fix-it mended.
+struct PortRequest {
+    std::string design_label;   ///< what it was (for the prompt and the reason)
+    std::string source;         ///< its source as it fails now (rewrites already applied)
+    std::string diagnostics;    ///< the failing step's final reason (the toolchain's diagnostics)
+    std::string from;           ///< the toolchain version it was measured under
+    std::string to;             ///< the version it must compile under
+    std::string repair_of;      ///< content hash of an earlier port of this design that failed: a repair turn
+};
+
+/// The porter: after a toolchain update, asks the model to port a design with the diagnostics
+/// and the new version's release notes (retrieved from the knowledge base). It is not scheduled
+/// like the other roles: the campaign's port calls it where the toolchain's own fix-its end.
+class LlmPorter {
+public:
+    virtual ~LlmPorter() = default;
+    /// Proposals (role "llm-porter"; best-of-n) for `request`, none when the budget or the model
+    /// gives none. A `repair_of` continues that port's conversation with the new diagnostics.
+    virtual std::vector<Proposal> port(const PortRequest& request) = 0;
+    /// What became of one of its proposals (counts it; a failed one may be repaired).
+    virtual void notify(const StepFeedback& feedback) = 0;
+    virtual const LlmRoleStats& stats() const = 0;
+};
+std::unique_ptr<LlmPorter> make_llm_porter(LlmRoleDeps deps, LlmRoleOptions options);
+
+/// Load architect.md, tuner.md, analyst.md, repair.md and porter.md from the first of `dirs` that
+/// has each.
 LlmPrompts load_llm_prompts(const std::vector<std::filesystem::path>& dirs);
 
 }  // namespace npuopt::search

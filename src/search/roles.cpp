@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace npuopt::search {
 
@@ -91,6 +92,10 @@ public:
         if (!context.champion || context.champion->is_baseline) return {};
         const Template* tmpl = find_template(context, context.champion->template_name);
         if (!tmpl || !context.cost_model) return {};
+        if (!context.reopened_terms.empty()) {
+            auto reopened = reopen(context, *tmpl);
+            if (!reopened.empty()) return reopened;
+        }
         Attribution attribution = attribute(context);
         CostTerms champion_terms = attribution.terms;
         auto champion_quantities = merged_quantities(*tmpl, context.champion->params);
@@ -134,6 +139,44 @@ public:
                                cycles_text(item.predicted),
                                item.explore > 0.0 ? "; moves to a value never measured" : "");
         });
+    }
+
+private:
+    /// After a toolchain update: the champion's neighbours that change a re-opened cost term (one
+    /// whose hardware parameters the refit moved), ranked by the refitted model; those it predicts
+    /// no worse than the champion (within 2 %) are proposed. The trade-off the old chip made —
+    /// fewer passes for more DMA commands, say — may be the wrong one on the new.
+    std::vector<Proposal> reopen(const SearchContext& context, const Template& tmpl) const {
+        const auto champion_quantities = merged_quantities(tmpl, context.champion->params);
+        const auto champion_terms = context.cost_model->terms(champion_quantities).as_map();
+        const auto champion_predicted =
+            context.cost_model->predict(tmpl.family(), champion_quantities, &context.champion->params);
+        std::vector<ScoredAssignment> changing;
+        for (auto& [assignment, move] : neighbour_assignments(tmpl, context.champion->params)) {
+            auto scored = score_assignment(context, tmpl, assignment, move);
+            if (!scored || !scored->predicted) continue;
+            if (champion_predicted && *scored->predicted > *champion_predicted * 1.02) continue;
+            const auto terms = context.cost_model->terms(scored->quantities).as_map();
+            for (const auto& term : context.reopened_terms) {
+                auto before = champion_terms.find(term);
+                auto after = terms.find(term);
+                if (before == champion_terms.end() || after == terms.end()) continue;
+                if (std::abs(after->second - before->second) > 0.02 * std::max(before->second, 1.0)) {
+                    scored->move += fmt::format(" (re-opened: {})", term);
+                    changing.push_back(std::move(*scored));
+                    break;
+                }
+            }
+        }
+        rank(changing, context.seed ^ 0x5bd1e995ULL);
+        auto proposals = to_proposals(context, changing, name(), [&](const ScoredAssignment& item) {
+            return fmt::format("the toolchain update moved the chip's {} term; the refitted model predicts {} "
+                               "cycles (the champion {})",
+                               fmt::join(context.reopened_terms, ", "), cycles_text(item.predicted),
+                               cycles_text(champion_predicted));
+        });
+        for (auto& proposal : proposals) proposal.reopened = true;
+        return proposals;
     }
 };
 

@@ -43,6 +43,9 @@ struct SearchContext {
     double age = 0.0;                                   ///< campaign age 0..1 (budget used)
     std::uint64_t seed = 0;                             ///< this step's seed (from the campaign seed)
     int max_proposals = 4;
+    /// Cost terms whose hardware parameters moved at the last toolchain update (e.g. a cheaper
+    /// tensor-unit pass): the analyst first re-tunes the parameters that move them.
+    std::vector<std::string> reopened_terms;
 };
 
 /// Where an LLM-written design came from: the call, the hashes of its prompt and reply, its tokens.
@@ -65,6 +68,7 @@ struct Proposal {
     std::string reason;   ///< in words a person can check
     std::optional<double> predicted_cycles;
     std::optional<LlmProvenance> llm;   ///< set when an LLM wrote the design
+    bool reopened = false;  ///< the analyst re-tunes a cost term a toolchain update moved
 };
 
 /// How a step ended, as the search learns from it (the driver builds it after the judge).

@@ -387,6 +387,14 @@ std::vector<EventRecord> CampaignStore::list_events(std::int64_t limit) {
     return events;
 }
 
+std::optional<EventRecord> CampaignStore::last_event(const std::string& kind) {
+    for (const Row& row :
+         m_database.query("SELECT id, ts, kind, payload FROM events WHERE kind = ? ORDER BY id DESC LIMIT 1", {kind})) {
+        return EventRecord{as_int(row[0]), as_text(row[1]), as_text(row[2]), as_text(row[3])};
+    }
+    return std::nullopt;
+}
+
 StoreSummary CampaignStore::summarize() {
     StoreSummary summary;
     summary.schema_version = m_database.schema_version();

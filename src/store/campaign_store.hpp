@@ -184,6 +184,8 @@ public:
 
     std::int64_t record_event(const std::string& kind, const std::string& payload_json = "{}");
     std::vector<EventRecord> list_events(std::int64_t limit = 100);
+    /// The latest event of `kind`, if any.
+    std::optional<EventRecord> last_event(const std::string& kind);
 
     StoreSummary summarize();
 

@@ -67,6 +67,7 @@ struct FakeEvaluator final : campaign::Evaluator {
     std::string version = "fake 1.0";
     std::function<void(int)> on_evaluate;
     std::function<bool(const std::string& source)> fails_to_compile;  ///< a compile failure: no device run
+    std::function<std::optional<double>(const std::string& source)> cycles_of;  ///< overrides true_cycles
     int evaluations = 0;
     int revalidations = 0;
     std::int64_t device_runs = 0;                              ///< reported so far
@@ -100,7 +101,9 @@ struct FakeEvaluator final : campaign::Evaluator {
             outcome.device_runs = 1;
             outcome.device_secs = 10;
         } else {
-            double cycles = true_cycles(candidate.quantities, read_file(candidate.source_file));
+            const std::string source = read_file(candidate.source_file);
+            const std::optional<double> overridden = cycles_of ? cycles_of(source) : std::nullopt;
+            double cycles = overridden ? *overridden : true_cycles(candidate.quantities, source);
             outcome.correct = true;
             outcome.cycles_median = cycles;
             outcome.device_runs = 4;
@@ -690,6 +693,151 @@ TEST_CASE("after a toolchain update the baseline and the champion are measured a
     auto changed = events_of(dir.path, "toolchain_changed");
     REQUIRE(changed.size() == 1);
     CHECK(nlohmann::json::parse(changed[0].payload_json).value("records_marked_stale", 0) >= 0);
+}
+
+/// The LLM porter as the driver sees it: the first port of a design still fails, its repair
+/// (the same conversation, the new diagnostics) compiles.
+struct ScriptedPorter final : search::LlmPorter {
+    std::vector<search::PortRequest>* seen = nullptr;
+    int* notified = nullptr;
+    search::LlmRoleStats counters;
+    std::vector<search::Proposal> port(const search::PortRequest& request) override {
+        seen->push_back(request);
+        const bool repair = !request.repair_of.empty();
+        search::Proposal proposal;
+        proposal.design = search::design_from_source("toy-target", "toy", "n=1024",
+                                                     request.source + (repair ? "// ported to fake 1.1\n" : "// half-ported\n"),
+                                                     "llm-porter");
+        proposal.role = "llm-porter";
+        proposal.move = "port to " + request.to;
+        proposal.reason = repair ? "renamed the call the diagnostic names" : "first try";
+        return {proposal};
+    }
+    void notify(const search::StepFeedback& feedback) override {
+        if (feedback.proposal.role == "llm-porter") ++*notified;
+    }
+    const search::LlmRoleStats& stats() const override { return counters; }
+};
+
+TEST_CASE("after an update a design no fix-it mends is ported by the LLM porter and repaired with the new diagnostics") {
+    ScratchDir templates("templates");
+    test::write_toy_templates(templates.path);
+    auto old_options = [&](const std::filesystem::path& dir) {
+        auto options = toy_options(dir);
+        options.max_steps = 12;
+        return options;
+    };
+    // Under the new version every non-baseline source fails to compile with no fix-it, unless ported.
+    auto new_toolchain = [](double ported_cycles) {
+        FakeEvaluator evaluator;
+        evaluator.version = "fake 1.1";
+        evaluator.fails_to_compile = [](const std::string& source) {
+            return source.find("baseline toy kernel") == std::string::npos &&
+                   source.find("// ported to fake 1.1\n") == std::string::npos;
+        };
+        evaluator.cycles_of = [ported_cycles](const std::string& source) -> std::optional<double> {
+            if (source.find("// ported to fake 1.1\n") != std::string::npos) return ported_cycles;
+            return std::nullopt;
+        };
+        return evaluator;
+    };
+
+    // With the porter: the champion's port fails once, its repair is kept as the champion.
+    ScratchDir dir("campaign");
+    FakeEvaluator old_toolchain;
+    auto first = run_toy(dir.path, templates.path, old_toolchain, old_options(dir.path));
+    REQUIRE(first.kernels.at(0).champion_cycles.has_value());
+    const std::string old_champion = first.kernels[0].champion;
+    REQUIRE(old_champion != "baseline");
+    std::vector<search::PortRequest> requests;
+    int notified = 0;
+    auto options = toy_options(dir.path);
+    options.max_steps = 1;
+    options.porter_factory = [&](const std::string& kernel) -> std::unique_ptr<search::LlmPorter> {
+        CHECK(kernel == "toy");
+        auto porter = std::make_unique<ScriptedPorter>();
+        porter->seen = &requests;
+        porter->notified = &notified;
+        return porter;
+    };
+    FakeEvaluator updated = new_toolchain(*first.kernels[0].champion_cycles);
+    auto second = run_toy(dir.path, templates.path, updated, options);
+    REQUIRE(requests.size() == 2);
+    CHECK(requests[0].repair_of.empty());
+    CHECK(requests[0].from == "fake 1.0");
+    CHECK(requests[0].to == "fake 1.1");
+    CHECK(requests[0].design_label == old_champion);
+    CHECK(requests[0].diagnostics.find("E0101") != std::string::npos);
+    CHECK_FALSE(requests[1].repair_of.empty());
+    CHECK(requests[1].source.find("// half-ported") != std::string::npos);
+    CHECK(second.kernels.at(0).champion.rfind("llm-porter@", 0) == 0);
+    REQUIRE(second.kernels[0].champion_cycles.has_value());
+    CHECK(*second.kernels[0].champion_cycles == doctest::Approx(*first.kernels[0].champion_cycles));
+    auto finished = events_of(dir.path, "port_finished");
+    REQUIRE(finished.size() == 1);
+    auto event = nlohmann::json::parse(finished[0].payload_json);
+    CHECK(event["champion_ported"] == true);
+    CHECK(event["ported_by"] == "llm-porter");
+    CHECK(event["lost"] == "");
+    CHECK(notified == 2);  // it learns what became of both of its ports
+
+    // Without one (no LLM): the same update loses the champion to the baseline, and says why.
+    ScratchDir plain("campaign-plain");
+    FakeEvaluator old_again;
+    auto before = run_toy(plain.path, templates.path, old_again, old_options(plain.path));
+    REQUIRE(before.kernels.at(0).champion != "baseline");
+    auto plain_options = toy_options(plain.path);
+    plain_options.max_steps = 1;
+    FakeEvaluator updated_again = new_toolchain(*before.kernels[0].champion_cycles);
+    auto after = run_toy(plain.path, templates.path, updated_again, plain_options);
+    CHECK(after.kernels.at(0).champion == "baseline");
+    auto lost = events_of(plain.path, "port_finished");
+    REQUIRE(lost.size() == 1);
+    auto lost_event = nlohmann::json::parse(lost[0].payload_json);
+    CHECK(lost_event["champion_ported"] == false);
+    CHECK(lost_event["lost"].get<std::string>().find("could not be ported") != std::string::npos);
+}
+
+TEST_CASE("after a port the cost terms the refit moved are re-opened and the analyst re-tunes them first") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    FakeEvaluator old_toolchain;
+    auto options = toy_options(dir.path);
+    options.max_steps = 12;
+    auto first = run_toy(dir.path, templates.path, old_toolchain, options);
+    REQUIRE(first.kernels.at(0).champion != "baseline");
+    {
+        // what run_once records when the refreshed knowledge base moved the DMA command cost
+        auto store = store::CampaignStore::open(dir.path / "campaign.db");
+        store.record_event("hardware_model_changed",
+                           R"({"from":"fake 1.0","to":"fake 1.1","moved":[{"param":"dma_startup_cycles","change":-0.4}],)"
+                           R"("terms":[{"term":"dma_startup","lever":"fewer DMA commands"}]})");
+    }
+    FakeEvaluator new_toolchain;
+    new_toolchain.version = "fake 1.1";
+    options.max_steps = 4;  // the port, then three steps of the search
+    run_toy(dir.path, templates.path, new_toolchain, options);
+    auto reopened = events_of(dir.path, "parameters_reopened");
+    REQUIRE(reopened.size() == 1);
+    auto event = nlohmann::json::parse(reopened[0].payload_json);
+    CHECK(event["terms"] == nlohmann::json::array({"dma_startup"}));
+    CHECK(event["steps"] == 8);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    auto edges = store::TreeStore(store.database()).list_edges("toy");
+    int reopened_steps = 0;
+    for (const auto& edge : edges) {
+        if (edge.move.find("(re-opened: dma_startup)") == std::string::npos) continue;
+        CHECK(edge.role == "analyst");
+        ++reopened_steps;
+    }
+    CHECK(reopened_steps >= 1);
+    // the steps left are kept with the kernel across runs
+    const auto state = store::TreeStore(store.database()).state("kernel/toy");
+    REQUIRE(state.has_value());
+    const auto kernel_state = nlohmann::json::parse(*state);
+    CHECK(kernel_state["reopen_steps_left"].get<int>() <= 8 - 1);
+    CHECK(kernel_state["reopened_terms"] == nlohmann::json::array({"dma_startup"}));
 }
 
 TEST_CASE("a kernel whose every family has a known failure is blocked instead of burning steps") {

@@ -66,7 +66,10 @@ struct Harness {
                                        "architect"),
             llm::PromptTemplate::parse("---user---\nEDIT {{kernel}}\n{{champion_source}}", "tuner"),
             llm::PromptTemplate::parse("---user---\nANALYSE {{kernel}}\n{{context}}", "analyst"),
-            llm::PromptTemplate::parse("---user---\nREPAIR {{stage}}: {{diagnostics}}", "repair")});
+            llm::PromptTemplate::parse("---user---\nREPAIR {{stage}}: {{diagnostics}}", "repair"),
+            llm::PromptTemplate::parse("---user---\nPORT {{design}} from {{from}} to {{to}}\nDIAG {{diagnostics}}\n"
+                                       "NOTES {{release_notes}}\nSOURCE {{source}}",
+                                       "porter")});
         deps.prompts = prompts;
         auto knowledge = std::make_shared<search::LlmKnowledge>();
         knowledge->target = "lanechip";
@@ -268,6 +271,61 @@ TEST_CASE("llm tuner: a unified diff is applied to the champion, one that does n
     search::SearchContext empty;
     empty.is_known = [](const std::string&) { return false; };
     CHECK(tuner->propose(empty).empty());
+    CHECK(h.server.request_count() == 2);
+}
+
+TEST_CASE("llm porter: a failing design is ported with its diagnostics and retrieved notes, then repaired in the same conversation") {
+    const std::string failing = "fn kernel() {\n    vtrf(x);\n}\n";
+    const std::string diff = "--- a/kernel.rs\n+++ b/kernel.rs\n@@ -1,3 +1,3 @@\n fn kernel() {\n-    vtrf(x);\n+    to_trf(x);\n }\n";
+    Harness h;
+    h.server.push(llm::stub::chat_reply("Renamed vtrf as the release notes say.\n```diff\n" + diff + "```\n"));
+    h.server.push(llm::stub::chat_reply(fenced("fn kernel() {\n    to_trf(x, 0);\n}\n")));
+    h.options.repair_turns = 1;
+    auto porter = search::make_llm_porter(h.deps(), h.options);
+    search::PortRequest request;
+    request.design_label = "ao_streamed@12345678";
+    request.source = failing;
+    request.diagnostics = "E0401 `vtrf` was renamed to `to_trf` in npuc 1.1";
+    request.from = "npuc 1.0.0";
+    request.to = "npuc 1.1.0";
+    auto ports = porter->port(request);
+    REQUIRE(ports.size() == 1);
+    CHECK(ports[0].design.source == "fn kernel() {\n    to_trf(x);\n}\n");  // the diff applies to the failing source
+    CHECK(ports[0].role == "llm-porter");
+    CHECK(ports[0].design.template_name == "llm-porter");
+    CHECK(ports[0].move == "port to npuc 1.1.0");
+    REQUIRE(h.calls.size() == 1);
+    CHECK(h.calls[0].role == "llm-porter");
+    CHECK(h.calls[0].purpose == "port");
+    CHECK(h.calls[0].context_json.find("rule:7") != std::string::npos);  // what retrieval gave is recorded
+    const auto first = nlohmann::json::parse(h.server.requests().at(0).body)["messages"];
+    const std::string prompt = first.back()["content"].get<std::string>();
+    CHECK(prompt.find("PORT ao_streamed@12345678 from npuc 1.0.0 to npuc 1.1.0") != std::string::npos);
+    CHECK(prompt.find("DIAG E0401") != std::string::npos);
+    CHECK(prompt.find("dm_bytes must stay below 65536") != std::string::npos);
+    CHECK(prompt.find("vtrf(x);") != std::string::npos);
+
+    // its port failed in turn: the same conversation continues with the new diagnostics
+    search::StepFeedback failed = failed_at(ports[0], "compile", "E0061 to_trf takes 2 arguments");
+    porter->notify(failed);
+    request.repair_of = ports[0].design.content_hash;
+    request.source = ports[0].design.source;
+    request.diagnostics = "E0061 to_trf takes 2 arguments";
+    auto repaired = porter->port(request);
+    REQUIRE(repaired.size() == 1);
+    CHECK(repaired[0].design.source == "fn kernel() {\n    to_trf(x, 0);\n}\n");
+    CHECK(repaired[0].move == "repair turn 1");
+    CHECK(h.calls.at(1).purpose == "repair");
+    const auto second = nlohmann::json::parse(h.server.requests().at(1).body)["messages"];
+    REQUIRE(second.size() == 3);
+    CHECK(second[1]["role"] == "assistant");
+    CHECK(second[1]["content"].get<std::string>().find("Renamed vtrf") != std::string::npos);
+    CHECK(second[2]["content"].get<std::string>().find("E0061") != std::string::npos);
+    CHECK(porter->stats().designs == 1);
+
+    // past its repair turns it asks nobody; and it never proposes through the search
+    request.repair_of = repaired[0].design.content_hash;
+    CHECK(porter->port(request).empty());
     CHECK(h.server.request_count() == 2);
 }
 

@@ -375,6 +375,49 @@ TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a
     CHECK(shrinking > 0);
 }
 
+TEST_CASE("after a toolchain update the analyst first re-tunes the parameters that move a re-opened cost term") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto spec = config::load_template_config(dir.path / "toy_tiles.template.yaml");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::CostModel model(synthetic_model());
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tmpl};
+    context.cost_model = &model;
+    const search::Assignment slow = {{"ENGINES", 1}, {"PACKET", 1024}, {"ROWS", 8}, {"BUFFERS", 1}};
+    context.champion = tmpl->instantiate(slow);
+    context.champion_cycles = model.terms(context.champion->quantities).combined() * 1.1;
+    context.speed_of_light_cycles = 1024.0 * 1024.0 / 1000.0;
+    auto analyst = search::make_analyst();
+    // Without a re-opened term the analyst shrinks the dominant term (DMA startup here).
+    auto usual = analyst->propose(context);
+    REQUIRE_FALSE(usual.empty());
+    CHECK_FALSE(usual.front().reopened);
+    CHECK(usual.front().reason.find("shrink dma_startup") != std::string::npos);
+    // The update moved the pass cost: moves that change the passes come first, none predicted
+    // worse than the champion by more than 2 %.
+    context.reopened_terms = {"pass_issue"};
+    const double champion_passes = model.terms(context.champion->quantities).value("pass_issue");
+    const auto champion_predicted = *model.predict("tiles", context.champion->quantities, &context.champion->params);
+    auto reopened = analyst->propose(context);
+    REQUIRE_FALSE(reopened.empty());
+    for (const auto& proposal : reopened) {
+        INFO(proposal.move);
+        CHECK(proposal.reopened);
+        CHECK(proposal.move.find("(re-opened: pass_issue)") != std::string::npos);
+        CHECK(proposal.reason.find("toolchain update moved the chip's pass_issue term") != std::string::npos);
+        CHECK(std::abs(model.terms(proposal.design.quantities).value("pass_issue") - champion_passes) >
+              0.02 * champion_passes);
+        CHECK(*model.predict("tiles", proposal.design.quantities, &proposal.design.params) <= champion_predicted * 1.02);
+    }
+    // A term no neighbour changes re-opens nothing: the analyst goes on as usual.
+    context.reopened_terms = {"no_such_term"};
+    auto none = analyst->propose(context);
+    REQUIRE_FALSE(none.empty());
+    CHECK_FALSE(none.front().reopened);
+}
+
 TEST_CASE("architect enters unmeasured families at the model's best point, then their defaults, then follows the measured level") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);
