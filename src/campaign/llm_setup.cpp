@@ -176,6 +176,18 @@ RoleFactory make_role_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> 
     };
 }
 
+std::unique_ptr<search::LlmLibrarian> make_librarian(Workspace& workspace, const LlmRuntime& runtime) {
+    store::Database* database = &workspace.store->database();
+    search::LlmAudit audit = [database](const store::LlmCallRecord& call) {
+        store::Transaction transaction = database->transaction();
+        const std::int64_t id = store::LlmStore(*database).record_call(call);
+        transaction.commit();
+        return id;
+    };
+    return std::make_unique<search::LlmLibrarian>(runtime.client, search::load_librarian_prompts(prompt_dirs(workspace)),
+                                                  workspace.target.name, std::move(audit));
+}
+
 PorterFactory make_porter_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> runtime,
                                   std::function<std::int64_t()> step) {
     if (!runtime) return {};

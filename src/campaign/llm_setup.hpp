@@ -16,6 +16,7 @@
 #include "campaign/workspace.hpp"
 #include "knowledge/hardware_model.hpp"
 #include "llm/client.hpp"
+#include "search/llm_librarian.hpp"
 #include "search/llm_roles.hpp"
 
 namespace npuopt::campaign {
@@ -47,6 +48,9 @@ using PorterFactory = std::function<std::unique_ptr<search::LlmPorter>(const std
 /// llm.roles names the porter; empty otherwise (ports use the toolchain's fix-its alone).
 PorterFactory make_porter_factory(Workspace& workspace, std::shared_ptr<LlmRuntime> runtime,
                                   std::function<std::int64_t()> step);
+
+/// The LLM librarian of the campaign's docs (librarian.md, librarian_check.md), with the audit.
+std::unique_ptr<search::LlmLibrarian> make_librarian(Workspace& workspace, const LlmRuntime& runtime);
 
 /// The kernels.yaml entry of `spec` as prompt text.
 std::string kernel_spec_text(const config::KernelSpec& spec);

@@ -1,5 +1,6 @@
 #include "campaign/workspace.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -178,7 +179,26 @@ knowledge::RefreshReport build_knowledge(Workspace& workspace, const KbBuildOpti
                                             model.missing.size()));
         }
     };
-    return knowledge::refresh(kb, *workspace.toolchain, refresh_options);
+    // The LLM librarian, where the campaign asks for one: it shares the campaign's token budget
+    // and audit; the extractive librarian stands in for any section its calls fail on.
+    std::unique_ptr<search::LlmLibrarian> librarian;
+    const auto& roles = workspace.campaign.llm.roles;
+    if (workspace.campaign.llm.enabled && std::find(roles.begin(), roles.end(), "librarian") != roles.end()) {
+        const std::string version = workspace.toolchain_version();
+        if (auto runtime = make_llm_runtime(workspace, std::nullopt, version, options.llm_deps)) {
+            librarian = make_librarian(workspace, *runtime);
+            refresh_options.summarizer = librarian.get();
+        }
+    }
+    auto report = knowledge::refresh(kb, *workspace.toolchain, refresh_options);
+    if (librarian && options.on_progress) {
+        const auto& stats = librarian->stats();
+        options.on_progress(fmt::format("librarian {}: {} sections, {} calls, {} tokens; {} claims written, {} "
+                                        "unsupported by the checking call, {} sections fell back to the extractive summary",
+                                        librarian->name(), stats.sections, stats.calls, stats.tokens, stats.claims_written,
+                                        stats.claims_unsupported, stats.fallbacks));
+    }
+    return report;
 }
 
 eval::CascadeConfig cascade_config(const Workspace& workspace) {

@@ -57,6 +57,9 @@ struct KbBuildOptions {
     int parallel = 2;
     std::function<void(const std::string& line)> on_progress;  ///< one line per point, with an ETA
     std::function<void(const knowledge::MicrobenchPoint&)> on_point;  ///< every point measured (demo: launch times)
+    /// With llm.enabled and `librarian` in llm.roles the docs are summarised by the LLM librarian
+    /// (search/llm_librarian); these let tests replace its client's clock, sleeper and environment.
+    llm::ClientDeps llm_deps = {};
 };
 
 /// Ingest docs, run the microbenchmarks, fit and record the hardware model, re-validate rules:

@@ -149,7 +149,7 @@ const std::vector<std::string>& llm_strategy_names() {
 }
 
 const std::vector<std::string>& llm_role_names() {
-    static const std::vector<std::string> k_names = {"architect", "tuner", "porter"};
+    static const std::vector<std::string> k_names = {"architect", "tuner", "porter", "librarian"};
     return k_names;
 }
 
@@ -367,7 +367,7 @@ llm:
   context_tokens: {context_tokens}        # what one prompt may hold
   repair_turns: {repair_turns}           # follow-up turns that feed diagnostics back
   strategy: multi_agent     # zero_shot | profiling_guided | iterative_refinement | multi_agent (see `npuopt bench llm`)
-  roles: [architect, tuner, porter] # LLM-backed roles: architect writes whole kernels, tuner edits the champion, porter ports designs a toolchain update broke
+  roles: [architect, tuner, porter] # LLM-backed roles: architect writes whole kernels, tuner edits the champion, porter ports designs a toolchain update broke; add librarian for LLM doc summaries
   replace_heuristic: false  # false: they join the heuristic roles and the scheduler decides; true: replace them
   heuristic_roles: [analyst, architect, tuner]  # the deterministic roles that take part beside them ([]: none)
   device_secs_per_1k_tokens: 1.0  # the scheduler pays roles per device-second and per token at this price

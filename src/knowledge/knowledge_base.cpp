@@ -107,7 +107,7 @@ IngestReport KnowledgeBase::ingest_docs(Summarizer* summarizer) {
         CheckedSummary checked = check_summary(librarian.summarize(section.heading_path, section.text), section.text);
         store::DocSummaryRecord summary;
         summary.section_id = section_id;
-        summary.summarizer = librarian.name();
+        summary.summarizer = checked.summarizer.empty() ? librarian.name() : checked.summarizer;
         summary.claims_json = nlohmann::json(checked.kept).dump();
         for (const std::string& claim : checked.kept) summary.text += claim + "\n";
         summary.claims_dropped = static_cast<std::int64_t>(checked.failed.size());

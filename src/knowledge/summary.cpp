@@ -241,6 +241,7 @@ CheckedSummary check_summary(const Summary& summary, std::string_view source_tex
             checked.failed.push_back(std::move(check));
         }
     }
+    for (const ClaimCheck& rejected : summary.rejected) checked.failed.push_back(rejected);
     return checked;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The librarian: summaries of doc sections and the check every summary must pass.
 //
-//   section ─► Summarizer (extractive now; an LLM later) ─► claims ─► check_summary(claims, section)
+//   section ─► Summarizer (extractive, or search/llm_librarian) ─► claims ─► check_summary(claims, section)
 //                                                                        │ every identifier and number
 //                                                  kept claims ◄─────────┤ of a claim occurs in the
 //                                         failed checks (kept) ◄─────────┘ section, else it is dropped
@@ -14,10 +14,18 @@
 
 namespace npuopt::knowledge {
 
+/// The verdict on one claim.
+struct ClaimCheck {
+    std::string claim;
+    bool passed = true;
+    std::vector<std::string> failures;  ///< e.g. "number 8192 does not occur in the source"
+};
+
 /// What a summariser says about one section: one claim per sentence.
 struct Summary {
-    std::string summarizer;  ///< name and version, e.g. "extractive/1"
+    std::string summarizer;  ///< name and version, e.g. "extractive/1" (empty: the summariser's name())
     std::vector<std::string> claims;
+    std::vector<ClaimCheck> rejected = {};  ///< claims the summariser's own check dropped, with why
 };
 
 /// Writes summaries of doc sections. The checker applies to any implementation's output.
@@ -51,13 +59,6 @@ std::set<std::string> stated_identifiers(std::string_view text);
 std::set<std::string> identifier_tokens(std::string_view text);
 /// Numbers a text states, normalised ("65,536" → "65536"); digits inside identifiers do not count.
 std::set<std::string> stated_numbers(std::string_view text);
-
-/// The verdict on one claim.
-struct ClaimCheck {
-    std::string claim;
-    bool passed = true;
-    std::vector<std::string> failures;  ///< e.g. "number 8192 does not occur in the source"
-};
 
 /// A summary after its check: claims that passed, and those dropped with the reasons.
 struct CheckedSummary {
