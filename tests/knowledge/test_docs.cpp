@@ -197,3 +197,42 @@ TEST_CASE("ingest_docs stores sections and checked summaries - any summariser's 
     CHECK(again.sections_removed == 0);
     CHECK(kb.export_markdown().find("~~This section mentions `no_such_api`.~~") != std::string::npos);
 }
+
+/// A summariser with a check of its own (as the LLM librarian's second call) and a fallback name.
+class SelfCheckingSummarizer : public Summarizer {
+public:
+    std::string name() const override { return "checking/1"; }
+    Summary summarize(std::string_view, std::string_view text) override {
+        Summary summary;
+        summary.summarizer = text.find("4096") != std::string_view::npos ? "extractive/1" : name();
+        summary.claims = {};
+        ClaimCheck rejected;
+        rejected.claim = "The section promises 99 engines.";
+        rejected.passed = false;
+        rejected.failures = {"the checking call found no support in the section"};
+        summary.rejected.push_back(rejected);
+        return summary;
+    }
+};
+
+TEST_CASE("ingest_docs records a summariser's own rejections and names a fallback summary by what wrote it") {
+    TempDir dir;
+    auto database = npuopt::store::Database::open(dir.path() / "kb.db");
+    KnowledgeBase kb(database, "testchip", k_docs);
+    kb.set_current_version("npuc", "1.0.0");
+    SelfCheckingSummarizer librarian;
+    IngestReport report = kb.ingest_docs(&librarian);
+    CHECK(report.claims_dropped == report.sections);  // one rejection per section, recorded
+    auto json = kb.export_json();
+    int rejected = 0;
+    std::set<std::string> names;
+    for (const auto& section : json["sections"]) {
+        if (section["summary"].contains("summarizer")) names.insert(section["summary"]["summarizer"].get<std::string>());
+        for (const auto& dropped : section["summary"]["dropped_claims"]) {
+            if (dropped["claim"].get<std::string>().find("99 engines") != std::string::npos) ++rejected;
+        }
+    }
+    CHECK(rejected == report.sections);
+    CHECK(names.count("checking/1") == 1);
+    CHECK(names.count("extractive/1") == 1);  // the section with 4096 "fell back"
+}
