@@ -411,6 +411,49 @@ void html_summary(std::ostream& html, const ReportData& data) {
     }
 }
 
+/// The LLM-backed roles' spending and what it bought (none when the campaign used no LLM).
+void markdown_llm(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    if (status.llm_roles.empty()) return;
+    std::int64_t tokens = 0;
+    double cost = 0.0;
+    for (const auto& role : status.llm_roles) {
+        tokens += role.tokens;
+        cost += role.cost;
+    }
+    markdown << fmt::format("\n## LLM roles\n\n{} of {} tokens spent, cost {:.4g}.\n\n", tokens,
+                            status.llm_tokens_budget, cost)
+             << "| role | calls | ok | tokens | cost | designs | accepted | accepted speedup per 1k tokens |\n"
+             << "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& role : status.llm_roles) {
+        markdown << fmt::format("| {} | {} | {} | {} | {:.4g} | {} | {} | {:.4f}x |\n", md_cell(role.role), role.calls,
+                                role.ok_calls, role.tokens, role.cost, role.designs, role.accepted,
+                                role.speedup_per_1k_tokens());
+    }
+}
+
+void html_llm(std::ostream& html, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    if (status.llm_roles.empty()) return;
+    std::int64_t tokens = 0;
+    double cost = 0.0;
+    for (const auto& role : status.llm_roles) {
+        tokens += role.tokens;
+        cost += role.cost;
+    }
+    html << fmt::format("<h2>LLM roles</h2>\n<p>{} of {} tokens spent, cost {:.4g}.</p>\n", tokens,
+                        status.llm_tokens_budget, cost)
+         << "<table class=\"llm\"><tr><th>role</th><th>calls</th><th>ok</th><th>tokens</th><th>cost</th>"
+            "<th>designs</th><th>accepted</th><th>accepted speedup per 1k tokens</th></tr>\n";
+    for (const auto& role : status.llm_roles) {
+        html << fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{:.4g}</td>"
+                            "<td class=n>{}</td><td class=n>{}</td><td class=n>{:.4f}x</td></tr>\n",
+                            xml_escape(role.role), role.calls, role.ok_calls, role.tokens, role.cost, role.designs,
+                            role.accepted, role.speedup_per_1k_tokens());
+    }
+    html << "</table>\n";
+}
+
 /// The inline SVG plots, or why there are none.
 void html_plots(std::ostream& html, const ReportData& data) {
     const campaign::CampaignStatus& status = data.status;
@@ -536,6 +579,7 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
 
     std::ostringstream markdown;
     markdown_summary(markdown, data);
+    markdown_llm(markdown, data);
     markdown_plot_tables(markdown, data);
     markdown_kb(markdown, kb);
     markdown_trees(markdown, data);
@@ -544,6 +588,7 @@ ReportFiles write_report(store::CampaignStore& store, const fs::path& out_dir,
 
     std::ostringstream html;
     html_summary(html, data);
+    html_llm(html, data);
     html_plots(html, data);
     html_kb(html, kb);
     html_trees(html, data);

@@ -20,6 +20,7 @@
 #include "report/report.hpp"
 #include "report/svg_plot.hpp"
 #include "search/tree.hpp"
+#include "store/llm_store.hpp"
 #include "store/tree_store.hpp"
 
 using namespace npuopt;
@@ -404,4 +405,38 @@ TEST_CASE("svg plot: text is escaped and values map onto the axes") {
     CHECK(svg.find("<title>&lt;p&gt;</title>") != std::string::npos);
     CHECK(svg.find("<p>") == std::string::npos);
     CHECK(svg.find(R"(class="step" d="M)") != std::string::npos);
+}
+
+TEST_CASE("report: the LLM roles' tokens, cost and accepts are shown, and nothing of the kind without an LLM") {
+    KnownCampaign campaign;
+    auto plain = report::write_report(campaign.store, campaign.dir.path / "plain");
+    CHECK(read_file(plain.html).find("LLM roles") == std::string::npos);
+    CHECK(read_file(plain.markdown).find("LLM roles") == std::string::npos);
+    {
+        store::Transaction transaction = campaign.store.database().transaction();
+        store::LlmStore calls(campaign.store.database());
+        for (const std::string role : {"llm-architect", "llm-architect", "llm-porter"}) {
+            store::LlmCallRecord call;
+            call.kernel = "project_qkv";
+            call.role = role;
+            call.model = "scripted-model";
+            call.status = "ok";
+            call.prompt = "[]";
+            call.prompt_hash = std::string(64, 'a');
+            call.prompt_tokens = 1000;
+            call.completion_tokens = 500;
+            call.cost = 0.25;
+            calls.record_call(call);
+        }
+        transaction.commit();
+    }
+    auto files = report::write_report(campaign.store, campaign.dir.path / "llm");
+    const std::string markdown = read_file(files.markdown);
+    CHECK(markdown.find("## LLM roles") != std::string::npos);
+    CHECK(markdown.find("4500 of") != std::string::npos);  // three calls of 1500 tokens
+    CHECK(markdown.find("| llm-architect | 2 | ") != std::string::npos);
+    CHECK(markdown.find("| llm-porter | 1 | ") != std::string::npos);
+    const std::string html = read_file(files.html);
+    CHECK(html.find("<h2>LLM roles</h2>") != std::string::npos);
+    CHECK(html.find("<td>llm-porter</td>") != std::string::npos);
 }
