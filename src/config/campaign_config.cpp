@@ -342,7 +342,7 @@ acceptance:
   max_runs_per_race: {max_runs}  # paired runs before a race gives up
   revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
-  clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median (0: always race)
+  clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median and x the fastest of two fresh champion launches (0: always race)
 
 # Optional LLM (OpenAI-compatible chat-completions API: OpenAI, llama.cpp's server, vLLM, Ollama).
 # Without it every role uses its deterministic policy. Enabling it needs base_url, model and
