@@ -481,7 +481,7 @@ public:
             auto found = m_conversations.find(request.repair_of);
             if (found == m_conversations.end() || found->second.turn >= m_options.repair_turns) return {};
             m_port_base = request.source;
-            return repair_with(nullptr, {request.repair_of, "compile", request.diagnostics}, &m_port_base);
+            return repair_with({request.repair_of, "compile", request.diagnostics}, &m_port_base);
         }
         const LlmKnowledge& knowledge = *m_deps.knowledge;
         std::map<std::string, std::string> values = {
@@ -515,10 +515,11 @@ public:
 private:
 
     std::vector<Proposal> repair(const SearchContext& context, const RepairItem& item) {
-        return repair_with(&context, item, champion_source(context));
+        return repair_with(item, champion_source(context));
     }
 
-    std::vector<Proposal> repair_with(const SearchContext*, const RepairItem& item, const std::string* base) {
+    /// A repair turn of the conversation that produced `item.hash`; a diff applies to `base`.
+    std::vector<Proposal> repair_with(const RepairItem& item, const std::string* base) {
         auto found = m_conversations.find(item.hash);
         if (found == m_conversations.end() || budget_spent()) return {};
         const Conversation conversation = found->second;
