@@ -411,18 +411,22 @@ void html_summary(std::ostream& html, const ReportData& data) {
     }
 }
 
-/// The LLM-backed roles' spending and what it bought (none when the campaign used no LLM).
-void markdown_llm(std::ostream& markdown, const ReportData& data) {
-    const campaign::CampaignStatus& status = data.status;
-    if (status.llm_roles.empty()) return;
+/// "T of B tokens spent, cost C." over every LLM role.
+std::string llm_spent_text(const campaign::CampaignStatus& status) {
     std::int64_t tokens = 0;
     double cost = 0.0;
     for (const auto& role : status.llm_roles) {
         tokens += role.tokens;
         cost += role.cost;
     }
-    markdown << fmt::format("\n## LLM roles\n\n{} of {} tokens spent, cost {:.4g}.\n\n", tokens,
-                            status.llm_tokens_budget, cost)
+    return fmt::format("{} of {} tokens spent, cost {:.4g}.", tokens, status.llm_tokens_budget, cost);
+}
+
+/// The LLM-backed roles' spending and what it bought (none when the campaign used no LLM).
+void markdown_llm(std::ostream& markdown, const ReportData& data) {
+    const campaign::CampaignStatus& status = data.status;
+    if (status.llm_roles.empty()) return;
+    markdown << fmt::format("\n## LLM roles\n\n{}\n\n", llm_spent_text(status))
              << "| role | calls | ok | tokens | cost | designs | accepted | accepted speedup per 1k tokens |\n"
              << "|---|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& role : status.llm_roles) {
@@ -435,14 +439,7 @@ void markdown_llm(std::ostream& markdown, const ReportData& data) {
 void html_llm(std::ostream& html, const ReportData& data) {
     const campaign::CampaignStatus& status = data.status;
     if (status.llm_roles.empty()) return;
-    std::int64_t tokens = 0;
-    double cost = 0.0;
-    for (const auto& role : status.llm_roles) {
-        tokens += role.tokens;
-        cost += role.cost;
-    }
-    html << fmt::format("<h2>LLM roles</h2>\n<p>{} of {} tokens spent, cost {:.4g}.</p>\n", tokens,
-                        status.llm_tokens_budget, cost)
+    html << fmt::format("<h2>LLM roles</h2>\n<p>{}</p>\n", xml_escape(llm_spent_text(status)))
          << "<table class=\"llm\"><tr><th>role</th><th>calls</th><th>ok</th><th>tokens</th><th>cost</th>"
             "<th>designs</th><th>accepted</th><th>accepted speedup per 1k tokens</th></tr>\n";
     for (const auto& role : status.llm_roles) {

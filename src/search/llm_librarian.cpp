@@ -52,17 +52,7 @@ std::vector<std::string> claims_of(const std::string& reply, std::size_t max_cla
 }  // namespace
 
 LibrarianPrompts load_librarian_prompts(const std::vector<std::filesystem::path>& dirs) {
-    auto load = [&dirs](const std::string& name) {
-        std::vector<std::string> tried;
-        for (const auto& dir : dirs) {
-            const auto file = dir / name;
-            if (std::filesystem::is_regular_file(file)) return llm::PromptTemplate::load(file);
-            tried.push_back(file.string());
-        }
-        throw Error(ErrorKind::invalid_config,
-                    fmt::format("prompt template {} not found (looked for {})", name, fmt::join(tried, ", ")));
-    };
-    return {load("librarian.md"), load("librarian_check.md")};
+    return {load_prompt(dirs, "librarian.md"), load_prompt(dirs, "librarian_check.md")};
 }
 
 LlmLibrarian::LlmLibrarian(std::shared_ptr<llm::Client> client, LibrarianPrompts prompts, std::string target,
@@ -93,30 +83,9 @@ std::optional<std::string> LlmLibrarian::ask(const std::string& purpose, const l
     m_stats.calls += 1;
     m_stats.tokens += reply.usage.total_tokens();
     if (m_audit) {
-        store::LlmCallRecord call;
+        store::LlmCallRecord call = call_record(reply, messages, m_client->config().model);
         call.role = "llm-librarian";
         call.purpose = purpose;
-        call.model = reply.model.empty() ? m_client->config().model : reply.model;
-        call.status = std::string(llm::call_status_name(reply.status));
-        call.message = reply.message;
-        nlohmann::json prompt = nlohmann::json::array();
-        for (const auto& message : messages) prompt.push_back({{"role", message.role}, {"content", message.content}});
-        call.prompt = prompt.dump();
-        if (!reply.choices.empty()) {
-            nlohmann::json contents = nlohmann::json::array();
-            for (const auto& choice : reply.choices) contents.push_back(choice.content);
-            call.reply = contents.dump();
-        }
-        call.prompt_hash = content_hash(call.prompt);
-        call.reply_hash = call.reply.empty() ? std::string() : content_hash(call.reply);
-        call.prompt_tokens = reply.usage.prompt_tokens;
-        call.completion_tokens = reply.usage.completion_tokens;
-        call.tokens_reported = reply.usage.reported;
-        call.cost = reply.cost;
-        call.n = 1;
-        call.attempts = reply.attempts;
-        if (reply.http_status) call.http_status = *reply.http_status;
-        call.wall_secs = reply.wall_secs;
         m_audit(call);
     }
     const llm::Choice* choice = reply.first_ok();

@@ -288,33 +288,14 @@ private:
         m_stats.tokens += reply.usage.total_tokens();
         if (!reply.ok()) m_stats.failures[std::string(llm::call_status_name(reply.status))] += 1;
         if (!m_deps.audit) return 0;
-        store::LlmCallRecord call;
+        store::LlmCallRecord call = call_record(reply, messages, m_deps.client->config().model);
         call.kernel = m_deps.knowledge->kernel;
         call.role = role;
         call.purpose = purpose;
         call.strategy = std::string(llm_strategy_name(m_options.strategy));
-        call.model = reply.model.empty() ? m_deps.client->config().model : reply.model;
         call.step = m_options.step ? m_options.step() : 0;
-        call.status = std::string(llm::call_status_name(reply.status));
-        call.message = reply.message;
-        call.prompt = messages_json(messages).dump();
-        if (!reply.choices.empty()) {
-            nlohmann::json contents = nlohmann::json::array();
-            for (const auto& choice : reply.choices) contents.push_back(choice.content);
-            call.reply = contents.dump();
-        }
-        call.prompt_hash = content_hash(call.prompt);
-        call.reply_hash = call.reply.empty() ? std::string() : content_hash(call.reply);
         call.choices_json = choices.dump();
         call.context_json = context_ids.dump();
-        call.prompt_tokens = reply.usage.prompt_tokens;
-        call.completion_tokens = reply.usage.completion_tokens;
-        call.tokens_reported = reply.usage.reported;
-        call.cost = reply.cost;
-        call.n = static_cast<std::int64_t>(std::max<std::size_t>(reply.choices.size(), 1));
-        call.attempts = reply.attempts;
-        if (reply.http_status) call.http_status = *reply.http_status;
-        call.wall_secs = reply.wall_secs;
         m_last_prompt_hash = call.prompt_hash;
         m_last_reply_hash = call.reply_hash;
         return m_deps.audit(call);
@@ -591,18 +572,45 @@ std::unique_ptr<LlmPorter> make_llm_porter(LlmRoleDeps deps, LlmRoleOptions opti
     return std::make_unique<LlmRoleImpl>("porter", std::move(deps), std::move(options));
 }
 
+llm::PromptTemplate load_prompt(const std::vector<std::filesystem::path>& dirs, const std::string& name) {
+    std::vector<std::string> tried;
+    for (const auto& dir : dirs) {
+        const auto file = dir / name;
+        if (std::filesystem::is_regular_file(file)) return llm::PromptTemplate::load(file);
+        tried.push_back(file.string());
+    }
+    throw Error(ErrorKind::invalid_config,
+                fmt::format("prompt template {} not found (looked for {})", name, fmt::join(tried, ", ")));
+}
+
 LlmPrompts load_llm_prompts(const std::vector<std::filesystem::path>& dirs) {
-    auto load = [&dirs](const std::string& name) {
-        std::vector<std::string> tried;
-        for (const auto& dir : dirs) {
-            const auto file = dir / name;
-            if (std::filesystem::is_regular_file(file)) return llm::PromptTemplate::load(file);
-            tried.push_back(file.string());
-        }
-        throw Error(ErrorKind::invalid_config,
-                    fmt::format("prompt template {} not found (looked for {})", name, fmt::join(tried, ", ")));
-    };
-    return {load("architect.md"), load("tuner.md"), load("analyst.md"), load("repair.md"), load("porter.md")};
+    return {load_prompt(dirs, "architect.md"), load_prompt(dirs, "tuner.md"), load_prompt(dirs, "analyst.md"),
+            load_prompt(dirs, "repair.md"), load_prompt(dirs, "porter.md")};
+}
+
+store::LlmCallRecord call_record(const llm::Reply& reply, const std::vector<llm::Message>& messages,
+                                 const std::string& configured_model) {
+    store::LlmCallRecord call;
+    call.model = reply.model.empty() ? configured_model : reply.model;
+    call.status = std::string(llm::call_status_name(reply.status));
+    call.message = reply.message;
+    call.prompt = messages_json(messages).dump();
+    if (!reply.choices.empty()) {
+        nlohmann::json contents = nlohmann::json::array();
+        for (const auto& choice : reply.choices) contents.push_back(choice.content);
+        call.reply = contents.dump();
+    }
+    call.prompt_hash = content_hash(call.prompt);
+    call.reply_hash = call.reply.empty() ? std::string() : content_hash(call.reply);
+    call.prompt_tokens = reply.usage.prompt_tokens;
+    call.completion_tokens = reply.usage.completion_tokens;
+    call.tokens_reported = reply.usage.reported;
+    call.cost = reply.cost;
+    call.n = static_cast<std::int64_t>(std::max<std::size_t>(reply.choices.size(), 1));
+    call.attempts = reply.attempts;
+    if (reply.http_status) call.http_status = *reply.http_status;
+    call.wall_secs = reply.wall_secs;
+    return call;
 }
 
 }  // namespace npuopt::search

@@ -141,6 +141,15 @@ public:
 };
 std::unique_ptr<LlmPorter> make_llm_porter(LlmRoleDeps deps, LlmRoleOptions options);
 
+/// The prompt template `name` from the first of `dirs` that has it; Error(invalid_config) naming
+/// every place looked in otherwise.
+llm::PromptTemplate load_prompt(const std::vector<std::filesystem::path>& dirs, const std::string& name);
+
+/// A call's audit record as far as the reply says (model, status, prompt and reply with their
+/// hashes, tokens, cost, attempts); the caller adds role, purpose, kernel and what it gave.
+store::LlmCallRecord call_record(const llm::Reply& reply, const std::vector<llm::Message>& messages,
+                                 const std::string& configured_model);
+
 /// Load architect.md, tuner.md, analyst.md, repair.md and porter.md from the first of `dirs` that
 /// has each.
 LlmPrompts load_llm_prompts(const std::vector<std::filesystem::path>& dirs);
