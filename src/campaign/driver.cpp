@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -177,15 +179,20 @@ CampaignResult CampaignDriver::Impl::run_loop() {
                                             : "no kernel could be started: every kernel failed (see kernel reasons)";
             return end_run(std::move(result));
         }
-        step_kernel(*kernel);
+        if (options.parallel_evaluators.size() > 1 && plain_search_step(*kernel)) {
+            step_round(*kernel);
+        } else {
+            step_kernel(*kernel);
+        }
     }
 }
 
-KernelRuntime* CampaignDriver::Impl::pick_kernel() {
+KernelRuntime* CampaignDriver::Impl::pick_kernel(const std::vector<const KernelRuntime*>& taken) {
     KernelRuntime* best = nullptr;
     double best_priority = -1e300;
     for (auto& kernel : kernels) {
         if (!kernel->active()) continue;
+        if (std::find(taken.begin(), taken.end(), kernel.get()) != taken.end()) continue;
         if (!kernel->champion && !kernel->baseline_tried) return kernel.get();  // baselines first
         if (kernel->port_pending) return kernel.get();  // then ports after a toolchain update
         if (!read_resume_queue(records.trees(), kernel->name()).empty()) return kernel.get();  // then steps a budget cut
@@ -223,40 +230,104 @@ void CampaignDriver::Impl::step_kernel(KernelRuntime& kernel) {
     }
     if (step_resumed(kernel)) return;
     if (step_queued(kernel)) return;
+    if (auto proposal = propose(kernel, counters.step)) {
+        evaluate_step(kernel, *proposal);
+        revalidate_when_due(kernel);
+    }
+}
+
+std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& kernel, std::int64_t step) {
     std::string blocked_by;
     search::ProposalRequest request;
     request.templates = open_templates(kernel, &blocked_by);
     if (!blocked_by.empty()) {
         block_kernel(kernel, blocked_by);
-        return;
+        return std::nullopt;
     }
     request.champion = kernel.champion;
     request.champion_cycles = kernel.champion_cycles;
     request.speed_of_light_cycles = kernel.sol_cycles;
     request.rule_check = rule_check;
     request.age = age();
-    request.seed = mix_seed(options.seed, kernel.name(), counters.step);
-    request.pick_seed = [this, &kernel](std::size_t attempt) {
-        return mix_seed(options.seed, kernel.name(), counters.step, attempt + 1);
+    request.seed = mix_seed(options.seed, kernel.name(), step);
+    request.pick_seed = [this, &kernel, step](std::size_t attempt) {
+        return mix_seed(options.seed, kernel.name(), step, attempt + 1);
     };
     if (kernel.reopen_steps_left > 0) {
         request.reopened_terms = kernel.reopened_terms;
         if (--kernel.reopen_steps_left == 0) kernel.reopened_terms.clear();  // saved with this step
     }
-    if (auto proposal = kernel.search.next_proposal(request)) {
-        evaluate_step(kernel, *proposal);
-        if (options.revalidate_every_accepts > 0 &&
-            kernel.accepts_since_revalidation >= options.revalidate_every_accepts) {
-            revalidate(kernel, fmt::format("every {} accepts", options.revalidate_every_accepts));
-        }
-        return;
-    }
+    if (auto proposal = kernel.search.next_proposal(request)) return proposal;
     kernel.state = KernelState::exhausted;
     kernel.reason = "no role has a new design to propose";
     store::Transaction transaction = records.store().database().transaction();
     records.save_kernel(kernel);
     records.emit("kernel_exhausted", {{"kernel", kernel.name()}, {"reason", kernel.reason}});
     transaction.commit();
+    return std::nullopt;
+}
+
+void CampaignDriver::Impl::revalidate_when_due(KernelRuntime& kernel) {
+    if (options.revalidate_every_accepts > 0 && kernel.accepts_since_revalidation >= options.revalidate_every_accepts) {
+        revalidate(kernel, fmt::format("every {} accepts", options.revalidate_every_accepts));
+    }
+}
+
+bool CampaignDriver::Impl::plain_search_step(const KernelRuntime& kernel) {
+    if (options.only_queued || (!kernel.champion && !kernel.baseline_tried) || kernel.port_pending) return false;
+    return read_resume_queue(records.trees(), kernel.name()).empty() && read_queue(records.trees(), kernel.name()).empty();
+}
+
+void CampaignDriver::Impl::step_round(KernelRuntime& first) {
+    // Plan: one search step per kernel, in the order the serial loop would pick them, each
+    // proposal seeded by its place in the round, so that the plan depends on nothing a device
+    // returns during the round.
+    const auto& workers = options.parallel_evaluators;
+    std::size_t limit = workers.size();
+    if (options.max_steps) {  // a step limit holds within a round too
+        limit = std::min<std::size_t>(limit, static_cast<std::size_t>(std::max<std::int64_t>(
+                                                 1, *options.max_steps - counters.steps_this_run)));
+    }
+    std::vector<PreparedStep> steps;
+    std::vector<const KernelRuntime*> taken;
+    for (KernelRuntime* kernel = &first; kernel && steps.size() < limit;) {
+        taken.push_back(kernel);
+        if (auto proposal = propose(*kernel, counters.step + static_cast<std::int64_t>(steps.size()))) {
+            steps.push_back(prepare_step(*kernel, *proposal));
+        }
+        kernel = pick_kernel(taken);
+        if (kernel && !plain_search_step(*kernel)) break;  // a baseline, port or queued step: served alone next
+    }
+    if (steps.empty()) return;
+    // Measure: each step on its own evaluator and thread; the budgets are shared out first.
+    for (std::size_t idx = 0; idx < steps.size(); ++idx) {
+        apply_budgets(*workers[idx], static_cast<std::int64_t>(steps.size()));
+    }
+    std::vector<std::exception_ptr> failures(steps.size());
+    std::vector<char> measured(steps.size(), 0);
+    {
+        std::vector<std::jthread> threads;
+        for (std::size_t idx = 0; idx < steps.size(); ++idx) {
+            threads.emplace_back([this, &steps, &workers, &failures, &measured, idx] {
+                try {
+                    measure_step(steps[idx], *workers[idx]);
+                    measured[idx] = 1;
+                } catch (...) {
+                    failures[idx] = std::current_exception();
+                }
+            });
+        }
+    }  // joined
+    // Commit in the order planned; a step whose evaluation ended with an error that ends the run
+    // (an interrupt, the store) is not committed, the others are, and the error is raised after.
+    for (std::size_t idx = 0; idx < steps.size(); ++idx) {
+        if (!measured[idx]) continue;
+        finish_step(steps[idx], *workers[idx], 0);
+        revalidate_when_due(*steps[idx].kernel);
+    }
+    for (const auto& failure : failures) {
+        if (failure) std::rethrow_exception(failure);
+    }
 }
 
 void CampaignDriver::Impl::step_baseline(KernelRuntime& kernel) {
@@ -333,6 +404,7 @@ void CampaignDriver::Impl::enter_strict_phase_when_due() {
     if (strict_phase || options.strict_after >= 1.0 || age() < options.strict_after) return;
     strict_phase = true;
     evaluator->set_strict(true);
+    for (Evaluator* worker : options.parallel_evaluators) worker->set_strict(true);
     records.emit("acceptance_strict", {{"age", age()}, {"strict_after", options.strict_after}, {"step", counters.step}});
 }
 

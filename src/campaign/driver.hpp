@@ -96,6 +96,14 @@ struct CampaignOptions {
     /// fix-it mended it (empty, or null for a kernel: only fix-its port, as without an LLM).
     std::function<std::unique_ptr<search::LlmPorter>(const std::string& kernel)> porter_factory = {};
     int porter_turns = 3;                 ///< porter calls per failing design (the first and its repairs)
+    /// The pipeline (campaign.yaml `parallel:`): with two or more, the loop plans a round of up to
+    /// that many search steps of different kernels, evaluates them at once (step k on
+    /// `parallel_evaluators[k]`, each compiling its own design; device runs through the
+    /// evaluators' shared device slots), and commits them in the order planned, so that a fixed
+    /// seed gives the same tree whatever order the results arrive in. Baselines, ports, resumed
+    /// and queued steps and re-validations stay serial (on the main evaluator). Empty or one: the
+    /// serial loop.
+    std::vector<Evaluator*> parallel_evaluators = {};
 };
 
 /// One kernel as the driver needs it.

@@ -63,6 +63,20 @@ struct StepDecision {
     store::TreeEdgeRecord edge;
 };
 
+/// A step planned for evaluation: the design recorded, its candidate and opponent fixed, the
+/// outcome filled in by the evaluator (in a parallel round, on its own thread).
+struct PreparedStep {
+    KernelRuntime* kernel = nullptr;
+    search::Proposal proposal;
+    std::int64_t design_id = 0;
+    std::optional<std::int64_t> parent;
+    eval::Candidate candidate;
+    std::optional<eval::Champion> opponent;
+    bool measure_only = false;  ///< a port: checked and measured without an opponent
+    bool unclear = false;       ///< a port's measurement was not clearly below the baseline's
+    eval::Outcome outcome;
+};
+
 struct CampaignDriver::Impl {
     Impl(store::CampaignStore& campaign_store, Evaluator& step_evaluator, CampaignOptions campaign_options)
         : evaluator(&step_evaluator),
@@ -102,15 +116,16 @@ struct CampaignDriver::Impl {
 
     /// Device runs the budget still allows (none: no device-run budget).
     std::optional<std::int64_t> device_runs_left() const;
-    /// Hand the evaluator what the budgets leave: device runs and the wall-time deadline.
-    void apply_budgets();
+    /// Hand `to` what the budgets leave (device runs divided by `share`, the evaluations in
+    /// flight together) and the wall-time deadline.
+    void apply_budgets(Evaluator& to, std::int64_t share = 1);
 
     // ---- evaluation ------------------------------------------------------------------------
 
     std::optional<eval::Champion> champion_of(KernelRuntime& kernel);
 
     /// The evaluator's outcome; an error that does not end the command becomes an error stage.
-    eval::Outcome evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
+    eval::Outcome evaluate(Evaluator& by, const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
                            const KernelRuntime& kernel);
 
     store::TreeEdgeRecord edge_of(const KernelRuntime& kernel, const search::Proposal& proposal, std::int64_t design_id,
@@ -122,9 +137,14 @@ struct CampaignDriver::Impl {
     /// (`fixit_depth` bounds how often in a row).
     eval::StepVerdict evaluate_step(KernelRuntime& kernel, const search::Proposal& proposal, int fixit_depth = 0);
 
-    /// The evaluator's outcome for a recorded candidate; a port (`port_measure_only`) is checked
-    /// without an opponent and kept only when clearly below the re-measured baseline.
-    eval::Outcome measure_step(KernelRuntime& kernel, const eval::Candidate& candidate);
+    /// The design recorded and its candidate and opponent fixed (orchestrator only).
+    PreparedStep prepare_step(KernelRuntime& kernel, const search::Proposal& proposal);
+    /// The outcome of a prepared step from `by` (thread-safe for steps of different kernels: it
+    /// touches only the step and its kernel); a port (`measure_only`) is checked without an
+    /// opponent and kept only when clearly below the re-measured baseline.
+    void measure_step(PreparedStep& step, Evaluator& by);
+    /// A measured step decided, learnt from and committed through `by` (orchestrator only).
+    eval::StepVerdict finish_step(PreparedStep& step, Evaluator& by, int fixit_depth);
     /// What the outcome means for the kernel: verdict, champion change, the tree edge.
     StepDecision decide_step(const KernelRuntime& kernel, const search::Proposal& proposal, std::int64_t design_id,
                              std::optional<std::int64_t> parent, eval::Outcome outcome, int fixit_depth) const;
@@ -165,7 +185,8 @@ struct CampaignDriver::Impl {
 
     // ---- the loop --------------------------------------------------------------------------
 
-    KernelRuntime* pick_kernel();
+    /// The kernel to step next (none: every kernel is done); `taken` are passed over.
+    KernelRuntime* pick_kernel(const std::vector<const KernelRuntime*>& taken = {});
 
     void step_baseline(KernelRuntime& kernel);
 
@@ -176,6 +197,18 @@ struct CampaignDriver::Impl {
     bool step_resumed(KernelRuntime& kernel);
 
     void step_kernel(KernelRuntime& kernel);
+
+    /// The search's next proposal for `kernel`, its seeds drawn for step `step`; none when the
+    /// kernel is blocked or exhausted (then recorded so).
+    std::optional<search::Proposal> propose(KernelRuntime& kernel, std::int64_t step);
+    /// After an accept: the champion re-raced against its predecessor when enough accepts passed.
+    void revalidate_when_due(KernelRuntime& kernel);
+    /// A kernel whose next step is a plain search step (no baseline, port, resumed or queued
+    /// step first): the kind a parallel round may take.
+    bool plain_search_step(const KernelRuntime& kernel);
+    /// A round of the pipeline, `first` first: up to parallel_evaluators.size() search steps of
+    /// different kernels, evaluated at once and committed in the order planned.
+    void step_round(KernelRuntime& first);
 
     /// Late in the campaign (age ≥ strict_after) the evaluator switches to its strict preset: a
     /// false champion costs more the less budget is left to undo it. Recorded as an event.

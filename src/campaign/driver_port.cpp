@@ -60,7 +60,7 @@ void CampaignDriver::Impl::revalidate(KernelRuntime& kernel, const std::string& 
     eval::Champion predecessor;
     predecessor.candidate = records.candidate_of(*predecessor_design, predecessor_link.design_id, std::nullopt);
     predecessor.cycles_median = predecessor_link.cycles;
-    apply_budgets();
+    apply_budgets(*evaluator);
     const eval::Outcome outcome = evaluator->revalidate(champion, predecessor, kernel.setup.context);
     // a re-validation the budget cut short decided nothing: the champion stays
     const bool holds = outcome.accepted || outcome.budget_exhausted;

@@ -27,15 +27,16 @@ double CampaignDriver::Impl::wall_limit() const {
     return std::max(1e-9, options.wall_budget_secs - std::max(0.0, options.wall_reserve_secs(mean_launch)));
 }
 
-void CampaignDriver::Impl::apply_budgets() {
-    evaluator->set_device_run_allowance(device_runs_left());
+void CampaignDriver::Impl::apply_budgets(Evaluator& to, std::int64_t share) {
+    auto runs = device_runs_left();
+    if (runs && share > 1) *runs = *runs / share;
+    to.set_device_run_allowance(runs);
     if (options.wall_budget_secs > 0) {
         const double left = std::max(0.0, wall_limit() - counters.wall_used());
-        evaluator->set_deadline(std::chrono::steady_clock::now() +
-                                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(left)));
+        to.set_deadline(std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(left)));
     } else {
-        evaluator->set_deadline(std::nullopt);
+        to.set_deadline(std::nullopt);
     }
 }
 
@@ -55,12 +56,11 @@ std::optional<eval::Champion> CampaignDriver::Impl::champion_of(KernelRuntime& k
     return champion;
 }
 
-eval::Outcome CampaignDriver::Impl::evaluate(const eval::Candidate& candidate,
+eval::Outcome CampaignDriver::Impl::evaluate(Evaluator& by, const eval::Candidate& candidate,
                                              const std::optional<eval::Champion>& champion,
                                              const KernelRuntime& kernel) {
     try {
-        apply_budgets();
-        return evaluator->evaluate(candidate, champion, kernel.setup.context);
+        return by.evaluate(candidate, champion, kernel.setup.context);
     } catch (const Error& error) {
         if (error.kind() == ErrorKind::interrupted || error.kind() == ErrorKind::store) throw;
         eval::Outcome outcome;
@@ -115,12 +115,55 @@ store::TreeEdgeRecord CampaignDriver::Impl::edge_of(const KernelRuntime& kernel,
 
 eval::StepVerdict CampaignDriver::Impl::evaluate_step(KernelRuntime& kernel, const search::Proposal& proposal,
                                                       int fixit_depth) {
-    std::optional<std::int64_t> parent;
-    if (kernel.champion) parent = kernel.champion_design_id;
-    const std::int64_t design_id = records.record_design(proposal.design, parent);
-    const eval::Candidate candidate = records.candidate_of(proposal.design, design_id, proposal.predicted_cycles);
+    PreparedStep step = prepare_step(kernel, proposal);
+    apply_budgets(*evaluator);
+    measure_step(step, *evaluator);
+    return finish_step(step, *evaluator, fixit_depth);
+}
+
+PreparedStep CampaignDriver::Impl::prepare_step(KernelRuntime& kernel, const search::Proposal& proposal) {
+    PreparedStep step;
+    step.kernel = &kernel;
+    step.proposal = proposal;
+    if (kernel.champion) step.parent = kernel.champion_design_id;
+    step.design_id = records.record_design(proposal.design, step.parent);
+    step.candidate = records.candidate_of(proposal.design, step.design_id, proposal.predicted_cycles);
+    // A port re-verifies and re-measures a design already accepted under the old toolchain:
+    // checked without an opponent, and kept when clearly below the re-measured baseline
+    // (else raced as any other design).
+    step.measure_only = port_measure_only && kernel.champion.has_value();
+    if (!step.measure_only) step.opponent = champion_of(kernel);
+    return step;
+}
+
+void CampaignDriver::Impl::measure_step(PreparedStep& step, Evaluator& by) {
+    const KernelRuntime& kernel = *step.kernel;
+    eval::Outcome outcome = evaluate(by, step.candidate, step.opponent, kernel);
+    if (step.measure_only && outcome.accepted) {
+        constexpr double k_clearly_below = 0.9;
+        const double measured = outcome.cycles_median.value_or(0.0);
+        outcome.accepted = measured > 0.0 && measured < k_clearly_below * kernel.champion_cycles;
+        step.unclear = !outcome.accepted;
+        outcome.final_reason =
+            outcome.accepted
+                ? fmt::format(
+                      "re-verified and re-measured on {}: {:.0f} cycles, {:.2f}x below the re-measured "
+                      "baseline's {:.0f}",
+                      toolchain_version, measured, kernel.champion_cycles / measured, kernel.champion_cycles)
+                : fmt::format(
+                      "re-measured on {}: {:.0f} cycles, not clearly below the baseline's {:.0f}: raced instead",
+                      toolchain_version, measured, kernel.champion_cycles);
+    }
+    step.outcome = std::move(outcome);
+}
+
+eval::StepVerdict CampaignDriver::Impl::finish_step(PreparedStep& step, Evaluator& by, int fixit_depth) {
+    KernelRuntime& kernel = *step.kernel;
+    const search::Proposal& proposal = step.proposal;
+    const std::int64_t design_id = step.design_id;
+    port_unclear = step.unclear;
     StepDecision decision =
-        decide_step(kernel, proposal, design_id, parent, measure_step(kernel, candidate), fixit_depth);
+        decide_step(kernel, proposal, design_id, step.parent, std::move(step.outcome), fixit_depth);
     learn_from_step(kernel, proposal, decision);
     account_step(kernel, decision);
     std::int64_t link_id = 0;
@@ -128,7 +171,7 @@ eval::StepVerdict CampaignDriver::Impl::evaluate_step(KernelRuntime& kernel, con
     // when the campaign next runs (a baseline is retried anyway; a port is redone as a port).
     const bool resume = decision.outcome.budget_exhausted && !decision.is_baseline && !decision.becomes_champion &&
                         !port_measure_only;
-    evaluator->commit_step([&] {
+    by.commit_step([&] {
         link_id = commit_step_records(kernel, proposal, decision);
         if (resume) {
             auto queue = read_resume_queue(records.trees(), kernel.name());
@@ -153,31 +196,6 @@ eval::StepVerdict CampaignDriver::Impl::evaluate_step(KernelRuntime& kernel, con
     last_step_reason = decision.edge.final_reason;
     if (decision.fix_again) return evaluate_fixed(kernel, proposal, *decision.outcome.fixit, fixit_depth);
     return decision.verdict;
-}
-
-eval::Outcome CampaignDriver::Impl::measure_step(KernelRuntime& kernel, const eval::Candidate& candidate) {
-    // A port re-verifies and re-measures a design already accepted under the old toolchain:
-    // checked without an opponent, and kept when clearly below the re-measured baseline
-    // (else raced as any other design).
-    const bool measure_only = port_measure_only && kernel.champion.has_value();
-    eval::Outcome outcome = evaluate(candidate, measure_only ? std::nullopt : champion_of(kernel), kernel);
-    port_unclear = false;
-    if (measure_only && outcome.accepted) {
-        constexpr double k_clearly_below = 0.9;
-        const double measured = outcome.cycles_median.value_or(0.0);
-        outcome.accepted = measured > 0.0 && measured < k_clearly_below * kernel.champion_cycles;
-        port_unclear = !outcome.accepted;
-        outcome.final_reason =
-            outcome.accepted
-                ? fmt::format(
-                      "re-verified and re-measured on {}: {:.0f} cycles, {:.2f}x below the re-measured "
-                      "baseline's {:.0f}",
-                      toolchain_version, measured, kernel.champion_cycles / measured, kernel.champion_cycles)
-                : fmt::format(
-                      "re-measured on {}: {:.0f} cycles, not clearly below the baseline's {:.0f}: raced instead",
-                      toolchain_version, measured, kernel.champion_cycles);
-    }
-    return outcome;
 }
 
 StepDecision CampaignDriver::Impl::decide_step(const KernelRuntime& kernel, const search::Proposal& proposal,

@@ -22,6 +22,7 @@
 #include "store/tree_store.hpp"
 #include "campaign/evaluator.hpp"
 #include "campaign/llm_setup.hpp"
+#include "campaign/pipeline.hpp"
 #include "store/knowledge_store.hpp"
 
 namespace npuopt::campaign {
@@ -295,6 +296,18 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
     store::CampaignStore* store = workspace.store.get();
     cascade.set_launch_hook([store] { store->count_device_launch(); });
     campaign::CascadeEvaluator evaluator(cascade, *workspace.toolchain);
+    // The pipeline: one evaluator per builder, their launches through `devices` shared slots.
+    const config::ParallelConfig parallel = overrides.parallel.value_or(workspace.campaign.parallel);
+    std::unique_ptr<DeviceSlots> device_slots;
+    std::vector<std::unique_ptr<BuilderEvaluator>> builders;
+    if (parallel.builders > 1) {
+        device_slots = std::make_unique<DeviceSlots>(static_cast<int>(parallel.devices));
+        for (std::int64_t idx = 0; idx < parallel.builders; ++idx) {
+            builders.push_back(std::make_unique<BuilderEvaluator>(
+                *workspace.toolchain, *device_slots, *workspace.store, &rules, model ? &*model : nullptr,
+                cascade_config(workspace), version.empty() ? nullptr : &source_rules));
+        }
+    }
 
     campaign::CampaignStatus before = campaign::campaign_status(*workspace.store);
     campaign::CampaignOptions driver_options;
@@ -327,6 +340,7 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
         driver_options.device_secs_per_1k_tokens = workspace.campaign.llm.device_secs_per_1k_tokens;
     }
     driver_options.only_queued = overrides.only_queued;
+    for (const auto& builder : builders) driver_options.parallel_evaluators.push_back(builder.get());
     store::TreeStore steps(workspace.store->database());
     auto step = [&steps]() -> std::int64_t {
         const auto text = steps.state("counters");

@@ -77,6 +77,7 @@ struct RunOverrides {
     std::function<void(const std::string&, const nlohmann::json&)> on_event;  ///< CampaignOptions::on_event
     llm::ClientDeps llm_deps;                 ///< the LLM client's clock, sleeper, environment (tests)
     bool only_queued = false;                 ///< evaluate only the designs users added (`npuopt add`)
+    std::optional<config::ParallelConfig> parallel;  ///< instead of campaign.yaml's `parallel:` (benchmarks)
 };
 
 /// Run or resume the campaign (the driver with the workspace's toolchain and cascade).

@@ -1,4 +1,4 @@
-// `npuopt bench kb|acceptance|search|refresh|adversarial|llm`: run the benchmark programs built beside npuopt. Only those
+// `npuopt bench kb|acceptance|search|refresh|throughput|adversarial|llm`: run the benchmark programs built beside npuopt. Only those
 // programs may read the simulator's true profile; npuopt itself never does.
 
 #include <unistd.h>
@@ -54,8 +54,9 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     std::vector<std::string> args;
     if (global.json) args.push_back("--json");
     if (options.device_runs) {
-        if (options.what != "search" && options.what != "refresh") {
-            throw Error(ErrorKind::invalid_input, "bench: --device-runs is for `bench search` and `bench refresh`");
+        if (options.what != "search" && options.what != "refresh" && options.what != "throughput") {
+            throw Error(ErrorKind::invalid_input,
+                        "bench: --device-runs is for `bench search`, `bench refresh` and `bench throughput`");
         }
         if (*options.device_runs <= 0) throw Error(ErrorKind::invalid_input, "bench: --device-runs must be positive");
         args.push_back("--device-runs");
@@ -63,7 +64,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     }
     args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
     if (global.knowledge_dir && (options.what == "search" || options.what == "adversarial" || options.what == "refresh" ||
-                                  options.what == "llm")) {
+                                  options.what == "llm" || options.what == "throughput")) {
         args.push_back("--knowledge-dir");
         args.push_back(global.knowledge_dir->string());
     }
@@ -82,6 +83,9 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
     } else if (options.what == "refresh") {
         names = {"refresh_bench", "npuopt_bench_refresh"};
         build_target = "npuopt_bench_refresh";
+    } else if (options.what == "throughput") {
+        names = {"throughput_bench", "npuopt_bench_throughput"};
+        build_target = "npuopt_bench_throughput";
     } else if (options.what == "adversarial") {
         names = {"adversarial_bench", "npuopt_bench_adversarial"};
         build_target = "npuopt_bench_adversarial";
@@ -90,7 +94,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options) {
         build_target = "npuopt_bench_llm";
     } else {
         throw Error(ErrorKind::invalid_input,
-                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search, refresh, adversarial or llm)", options.what));
+                    fmt::format("bench: unknown benchmark '{}' (kb, acceptance, search, refresh, throughput, adversarial or llm)", options.what));
     }
     if (auto program = find_program(dir, names)) exec_program(*program, args);
     throw Error(ErrorKind::io, fmt::format("bench {}: the benchmark program {} is not built beside {} (build it with "

@@ -166,12 +166,14 @@ RegisteredCommand register_bench(CLI::App& app, const char* argv0) {
         "values), acceptance (the judge vs naive rules), search (npuopt vs random search and hill-climbing on "
         "generated chips and named shapes: after --, --chips K | --chip-seeds A,B, --shapes all|NAME,..., --only "
         "npuopt,random,hill, --work DIR (resumable: one result file per cell), --verify-runs N), refresh (a campaign "
-        "carried across a toolchain update vs one started on the new toolchain), adversarial (the adversarial "
+        "carried across a toolchain update vs one started on the new toolchain), throughput (the evaluation pipeline: "
+        "device runs and designs per hour and device utilisation with 1-3 builders and device slots beside the serial "
+        "loop: after --, --configs serial,b2d1,b2d2,b3d3), adversarial (the adversarial "
         "corpus and honest controls through the cascade), llm (the LLM-backed roles per strategy and n at equal "
         "token budgets; a scripted model on loopback unless -- --endpoint URL --model NAME)");
-    sub->add_option("what", state->options.what, "kb | acceptance | search | refresh | adversarial | llm")
+    sub->add_option("what", state->options.what, "kb | acceptance | search | refresh | throughput | adversarial | llm")
         ->required()
-        ->check(CLI::IsMember({"kb", "acceptance", "search", "refresh", "adversarial", "llm"}));
+        ->check(CLI::IsMember({"kb", "acceptance", "search", "refresh", "throughput", "adversarial", "llm"}));
     sub->add_option("--dir", state->dir, "adversarial: the corpus folder (default tests/data/adversarial)");
     auto* device_runs_option =
         sub->add_option("--device-runs", state->device_runs, "search: device-run budget per strategy and kernel");

@@ -185,7 +185,7 @@ std::optional<double> parse_duration_secs(std::string_view text) {
 CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) {
     YAML::Node root = detail::load_yaml_file(campaign_yaml);
     Fields top(campaign_yaml, root, "",
-               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "llm"});
+               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "parallel", "llm"});
     CampaignConfig config;
     config.file = campaign_yaml;
     config.dir = std::filesystem::absolute(campaign_yaml).parent_path().lexically_normal();
@@ -262,6 +262,16 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
         config.acceptance.strict_after = acceptance.number_or("strict_after", config.acceptance.strict_after);
         if (!(config.acceptance.strict_after >= 0 && config.acceptance.strict_after <= 1)) {
             acceptance.fail_at("strict_after", "expected a share of the budget in [0, 1] (1: never strict)");
+        }
+    }
+    if (top.has("parallel")) {
+        Fields parallel = top.map("parallel", {"builders", "devices"});
+        config.parallel.builders = positive_integer(parallel, "builders", config.parallel.builders);
+        config.parallel.devices = positive_integer(parallel, "devices", config.parallel.devices);
+        if (config.parallel.devices > config.parallel.builders) {
+            parallel.fail_at("devices", fmt::format("{} devices need at least as many builders (steps in flight; "
+                                                    "builders is {})",
+                                                    config.parallel.devices, config.parallel.builders));
         }
     }
     if (top.has("llm")) config.llm = parse_llm(top, config.budgets);
@@ -343,6 +353,14 @@ acceptance:
   revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
   clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median and x the fastest of two fresh champion launches (0: always race)
+
+# The evaluation pipeline: several kernels' steps in flight at once, committed in the order
+# planned (a fixed seed gives the same tree whatever order results arrive in). builders: steps in
+# flight (each compiles and checks its own design; at most one per kernel); devices: device slots
+# their launches share (a race keeps its pairs on one device). 1 and 1: one step at a time.
+parallel:
+  builders: 1
+  devices: 1
 
 # Optional LLM (OpenAI-compatible chat-completions API: OpenAI, llama.cpp's server, vLLM, Ollama).
 # Without it every role uses its deterministic policy. Enabling it needs base_url, model and

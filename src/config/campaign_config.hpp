@@ -87,6 +87,15 @@ const std::vector<std::string>& llm_role_names();
 /// "fenced_code" or "json_schema".
 std::string_view llm_response_format_name(LlmResponseFormat format);
 
+/// The evaluation pipeline (campaign.yaml `parallel:`): `builders` steps in flight at once (each
+/// compiles and checks its own design), `devices` device slots their launches share (a step holds
+/// one slot from its first launch to its end, so a race's pairs stay on one device). 1 and 1: the
+/// serial loop.
+struct ParallelConfig {
+    std::int64_t builders = 1;
+    std::int64_t devices = 1;
+};
+
 /// campaign.yaml
 struct CampaignConfig {
     std::filesystem::path file;          ///< the campaign.yaml read
@@ -99,6 +108,7 @@ struct CampaignConfig {
     SandboxConfig sandbox;
     std::optional<std::filesystem::path> toolchain_bin;  ///< overrides target.yaml's bin (resolved against dir)
     AcceptanceConfig acceptance;
+    ParallelConfig parallel;
     LlmConfig llm;
 };
 

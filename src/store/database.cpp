@@ -310,7 +310,8 @@ Database Database::open(const std::filesystem::path& file, const Options& option
 }
 
 Database::Database(Database&& other) noexcept
-    : m_handle(other.m_handle), m_file(std::move(other.m_file)), m_transaction_depth(other.m_transaction_depth),
+    : m_handle(other.m_handle), m_file(std::move(other.m_file)), m_mutex(std::move(other.m_mutex)),
+      m_transaction_depth(other.m_transaction_depth),
       m_fault_countdown(other.m_fault_countdown), m_read_only(other.m_read_only) {
     other.m_handle = nullptr;
 }
@@ -320,6 +321,7 @@ Database& Database::operator=(Database&& other) noexcept {
         sqlite3_close_v2(m_handle);
         m_handle = other.m_handle;
         m_file = std::move(other.m_file);
+        m_mutex = std::move(other.m_mutex);
         m_transaction_depth = other.m_transaction_depth;
         m_fault_countdown = other.m_fault_countdown;
         m_read_only = other.m_read_only;
@@ -352,7 +354,14 @@ void Database::migrate(std::optional<int> to) {
     }
 }
 
+namespace {
+/// The rowid of the last INSERT this thread made through `handle` (another thread sharing the
+/// connection may insert in between, so sqlite3_last_insert_rowid alone would not do).
+thread_local std::pair<const sqlite3*, std::int64_t> t_last_insert{nullptr, 0};
+}  // namespace
+
 int Database::execute(std::string_view sql, std::initializer_list<Value> params) {
+    std::lock_guard lock(*m_mutex);
     if (m_fault_countdown) {
         if (--*m_fault_countdown <= 0) {
             m_fault_countdown.reset();
@@ -363,10 +372,12 @@ int Database::execute(std::string_view sql, std::initializer_list<Value> params)
     statement.bind(params);
     while (statement.step(m_handle)) {
     }
+    t_last_insert = {m_handle, sqlite3_last_insert_rowid(m_handle)};
     return sqlite3_changes(m_handle);
 }
 
 std::vector<Row> Database::query(std::string_view sql, std::initializer_list<Value> params) {
+    std::lock_guard lock(*m_mutex);
     Statement statement(m_handle, sql);
     statement.bind(params);
     std::vector<Row> rows;
@@ -375,6 +386,7 @@ std::vector<Row> Database::query(std::string_view sql, std::initializer_list<Val
 }
 
 void Database::execute_script(std::string_view sql) {
+    std::lock_guard lock(*m_mutex);
     char* message = nullptr;
     std::string text(sql);
     const int rc = sqlite3_exec(m_handle, text.c_str(), nullptr, nullptr, &message);
@@ -384,7 +396,10 @@ void Database::execute_script(std::string_view sql) {
     }
 }
 
-std::int64_t Database::last_insert_id() { return sqlite3_last_insert_rowid(m_handle); }
+std::int64_t Database::last_insert_id() {
+    std::lock_guard lock(*m_mutex);
+    return t_last_insert.first == m_handle ? t_last_insert.second : sqlite3_last_insert_rowid(m_handle);
+}
 
 Transaction Database::transaction() { return Transaction(*this); }
 
@@ -392,7 +407,8 @@ std::string Database::integrity_check() { return as_text(query("PRAGMA integrity
 
 std::string Database::journal_mode() { return as_text(query("PRAGMA journal_mode").at(0).at(0)); }
 
-Transaction::Transaction(Database& database) : m_database(&database), m_depth(database.m_transaction_depth) {
+Transaction::Transaction(Database& database)
+    : m_database(&database), m_lock(*database.m_mutex), m_depth(database.m_transaction_depth) {
     if (m_depth == 0) {
         m_database->execute_script("BEGIN IMMEDIATE");
     } else {
@@ -402,7 +418,7 @@ Transaction::Transaction(Database& database) : m_database(&database), m_depth(da
 }
 
 Transaction::Transaction(Transaction&& other) noexcept
-    : m_database(other.m_database), m_depth(other.m_depth), m_done(other.m_done) {
+    : m_database(other.m_database), m_lock(std::move(other.m_lock)), m_depth(other.m_depth), m_done(other.m_done) {
     other.m_done = true;
 }
 
@@ -415,6 +431,7 @@ void Transaction::commit() {
     }
     m_done = true;
     --m_database->m_transaction_depth;
+    m_lock.unlock();
 }
 
 Transaction::~Transaction() {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,6 +123,11 @@ private:
 
     sqlite3* m_handle = nullptr;
     std::filesystem::path m_file;
+    /// Serialises threads that share this connection (a campaign's parallel evaluations): each
+    /// statement holds it, and a Transaction holds it from BEGIN to COMMIT/ROLLBACK, so another
+    /// thread's statements never land inside this thread's transaction. Recursive: a thread
+    /// nests freely.
+    std::unique_ptr<std::recursive_mutex> m_mutex = std::make_unique<std::recursive_mutex>();
     int m_transaction_depth = 0;
     std::optional<int> m_fault_countdown;
     bool m_read_only = false;
@@ -139,6 +146,7 @@ public:
 
 private:
     Database* m_database;
+    std::unique_lock<std::recursive_mutex> m_lock;  ///< the database's, held until commit or rollback
     int m_depth;
     bool m_done = false;
 };
