@@ -23,6 +23,7 @@
 #include "campaign/evaluator.hpp"
 #include "campaign/llm_setup.hpp"
 #include "campaign/pipeline.hpp"
+#include "proc/slurm.hpp"
 #include "store/knowledge_store.hpp"
 
 namespace npuopt::campaign {
@@ -88,7 +89,22 @@ Workspace open_workspace(const fs::path& dir, const std::optional<fs::path>& kno
     workspace.cache_dir = resolve_cache_dir(cache_setting ? cache_setting : "", workspace.dir);
     workspace.toolchain = std::make_unique<target::Toolchain>(workspace.target, workspace.sandbox, workspace.limits);
     workspace.toolchain->set_cache_dir(workspace.cache_dir);
+    workspace.executor = make_executor(workspace.campaign.executor, workspace.dir);
+    if (workspace.executor) workspace.toolchain->set_executor(workspace.executor);
     return workspace;
+}
+
+std::shared_ptr<proc::Executor> make_executor(const config::ExecutorConfig& config, const fs::path& dir) {
+    if (config.kind != "slurm") return nullptr;
+    proc::SlurmOptions options;
+    options.spool = dir / "spool";
+    options.partition = config.partition;
+    options.account = config.account;
+    options.time_limit = config.time_limit;
+    options.retries = static_cast<int>(config.retries);
+    options.queue_timeout_secs = config.queue_timeout_secs;
+    if (const char* worker = std::getenv("NPUOPT_SLURM_WORKER")) options.worker = worker;
+    return std::make_shared<proc::SlurmExecutor>(options);
 }
 
 std::string Workspace::toolchain_version(std::string* why) const {
@@ -379,6 +395,7 @@ campaign::CampaignResult run_workspace(Workspace& workspace, const RunOverrides&
         log::warn("{}: the campaign resumes on the new toolchain", result.message);
         workspace.toolchain = std::make_unique<target::Toolchain>(workspace.target, workspace.sandbox, workspace.limits);
         workspace.toolchain->set_cache_dir(workspace.cache_dir);
+        if (workspace.executor) workspace.toolchain->set_executor(workspace.executor);
     }
 }
 

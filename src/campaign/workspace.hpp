@@ -14,6 +14,7 @@
 #include "campaign/driver.hpp"
 #include "llm/client.hpp"
 #include "config/campaign_config.hpp"
+#include "proc/executor.hpp"
 #include "config/target_config.hpp"
 #include "knowledge/hardware_model.hpp"
 #include "knowledge/microbench.hpp"
@@ -35,6 +36,8 @@ struct Workspace {
     proc::Limits limits;
     std::filesystem::path cache_dir;  ///< the toolchain's compile cache (bound writable)
     std::unique_ptr<target::Toolchain> toolchain;
+    /// Where the toolchain's calls run (campaign.yaml `executor:`); null: here.
+    std::shared_ptr<proc::Executor> executor;
 
     /// The toolchain's version ("" with `why` filled when it cannot be read).
     std::string toolchain_version(std::string* why = nullptr) const;
@@ -43,6 +46,9 @@ struct Workspace {
     /// eval::KernelContext-ready setups of the campaign's kernels (templates, min bytes).
     std::vector<campaign::KernelSetup> kernel_setups() const;
 };
+
+/// The executor campaign.yaml's `executor:` asks for (null: local), spooling under <dir>/spool.
+std::shared_ptr<proc::Executor> make_executor(const config::ExecutorConfig& config, const std::filesystem::path& dir);
 
 /// Open `dir` (campaign.yaml + campaign.db). Error(invalid_input) when it is not a campaign.
 Workspace open_workspace(const std::filesystem::path& dir, const std::optional<std::filesystem::path>& knowledge_dir);

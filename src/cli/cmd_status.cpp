@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "config/campaign_config.hpp"
 #include "core/error.hpp"
+#include "proc/slurm.hpp"
 #include "store/campaign_store.hpp"
 #include "store/records_store.hpp"
 
@@ -28,6 +29,25 @@ nlohmann::json imports_json(const store::ImportsSummary& imports) {
 std::string imports_line(const store::ImportsSummary& imports) {
     return fmt::format("imports    {}: {} designs, {} evaluations ({} stale) from {}\n", imports.imports,
                        imports.designs, imports.evaluations, imports.evaluations_stale, fmt::join(imports.sources, ", "));
+}
+
+/// The Slurm jobs in flight of the campaign's spool (none without `executor: slurm`).
+nlohmann::json jobs_json(const std::vector<proc::JobInFlight>& jobs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& job : jobs) {
+        out.push_back({{"job_id", job.job_id}, {"call", job.call}, {"attempt", job.attempt},
+                       {"age_secs", job.age_secs}, {"owner", job.owner}});
+    }
+    return out;
+}
+
+std::string jobs_line(const std::vector<proc::JobInFlight>& jobs) {
+    std::vector<std::string> items;
+    for (const auto& job : jobs) {
+        items.push_back(fmt::format("{} ({:.0f} s{})", job.job_id, job.age_secs,
+                                    job.attempt > 1 ? fmt::format(", attempt {}", job.attempt) : std::string()));
+    }
+    return fmt::format("slurm jobs {} in flight: {}\n", jobs.size(), fmt::join(items, ", "));
 }
 
 }  // namespace
@@ -67,6 +87,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
         out["imports"] = imports_json(imports);
         if (summary.last_event) out["last_event"] = {{"ts", summary.last_event->ts}, {"kind", summary.last_event->kind}};
         out["campaign"] = campaign::to_json(campaign::campaign_status(store));
+        out["slurm_jobs_in_flight"] = jobs_json(proc::jobs_in_flight(options.dir / "spool"));
         std::cout << out.dump(2) << '\n';
         return k_exit_ok;
     }
@@ -101,6 +122,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     }
     std::cout << fmt::format("\nmeasurements {}\n", summary.measurements);
     if (imports.imports > 0) std::cout << imports_line(imports);
+    if (const auto jobs = proc::jobs_in_flight(options.dir / "spool"); !jobs.empty()) std::cout << jobs_line(jobs);
     std::cout
               << fmt::format("knowledge  {} entries ({} stale), {} rules ({} stale)\n", summary.knowledge_entries,
                              summary.knowledge_entries_stale, summary.rules, summary.rules_stale)

@@ -14,6 +14,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/registry.hpp"
+
+#include "proc/executor.hpp"
 #include "cli/suggest.hpp"
 #include "core/error.hpp"
 
@@ -90,6 +92,20 @@ RegisteredCommand register_status(CLI::App& app) {
                 StatusOptions options;
                 options.dir = *resolve_campaign_dir("status", where->dir, where->campaign, true);
                 return run_status(global, options);
+            }};
+}
+
+/// `npuopt exec-call CALL RESULT`: what a Slurm job runs on its node (proc/slurm.hpp). Not for
+/// people: hidden from --help.
+RegisteredCommand register_exec_call(CLI::App& app) {
+    auto files = std::make_shared<std::pair<std::string, std::string>>();
+    auto* sub = app.add_subcommand("exec-call", "Run one toolchain call from a JSON file (the Slurm executor's job)");
+    sub->group("");  // hidden
+    sub->add_option("call", files->first, "The call (JSON)")->required();
+    sub->add_option("result", files->second, "Where its result goes (JSON, written atomically)")->required();
+    return {sub, [files](const GlobalOptions&) {
+                proc::execute_call_file(files->first, files->second);
+                return 0;
             }};
 }
 
@@ -462,7 +478,8 @@ std::string command_examples(const std::string& name) {
 std::vector<RegisteredCommand> register_core_commands(CLI::App& app, const char* argv0) {
     return {register_init(app),         register_doctor(app), register_status(app), register_kb(app),
             register_bench(app, argv0), register_run(app),    register_tree(app),   register_report(app),
-            register_serve(app),        register_submit(app),       register_eval(app),   register_add(app),    register_demo(app)};
+            register_serve(app),        register_submit(app),       register_eval(app),   register_add(app),    register_demo(app),
+            register_exec_call(app)};
 }
 
 }  // namespace npuopt::cli

@@ -185,7 +185,7 @@ std::optional<double> parse_duration_secs(std::string_view text) {
 CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) {
     YAML::Node root = detail::load_yaml_file(campaign_yaml);
     Fields top(campaign_yaml, root, "",
-               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "parallel", "llm"});
+               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "parallel", "executor", "llm"});
     CampaignConfig config;
     config.file = campaign_yaml;
     config.dir = std::filesystem::absolute(campaign_yaml).parent_path().lexically_normal();
@@ -272,6 +272,29 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
             parallel.fail_at("devices", fmt::format("{} devices need at least as many builders (steps in flight; "
                                                     "builders is {})",
                                                     config.parallel.devices, config.parallel.builders));
+        }
+    }
+    if (top.has("executor")) {
+        Fields executor = top.map("executor", {"kind", "partition", "account", "time_limit", "retries", "queue_timeout"});
+        config.executor.kind = executor.string_or("kind", config.executor.kind);
+        if (config.executor.kind != "local" && config.executor.kind != "slurm") {
+            executor.fail_at("kind", fmt::format("'{}' is not an executor (local or slurm)", config.executor.kind));
+        }
+        config.executor.partition = executor.string_or("partition", "");
+        config.executor.account = executor.string_or("account", "");
+        config.executor.time_limit = executor.string_or("time_limit", config.executor.time_limit);
+        if (!std::regex_match(config.executor.time_limit, std::regex(R"(([0-9]+-)?[0-9]+(:[0-9]+){0,2})"))) {
+            executor.fail_at("time_limit", fmt::format("'{}' is not a Slurm time limit (minutes, MM:SS, HH:MM:SS or "
+                                                       "D-HH:MM:SS)",
+                                                       config.executor.time_limit));
+        }
+        config.executor.retries = executor.integer_or("retries", config.executor.retries);
+        if (config.executor.retries < 0) executor.fail_at("retries", "expected an integer >= 0");
+        if (executor.has("queue_timeout")) {
+            const std::string text = executor.string("queue_timeout");
+            auto secs = parse_duration_secs(text);
+            if (!secs || *secs <= 0) executor.fail_at("queue_timeout", fmt::format("'{}' is not a duration (e.g. 30m, 2h)", text));
+            config.executor.queue_timeout_secs = *secs;
         }
     }
     if (top.has("llm")) config.llm = parse_llm(top, config.budgets);
@@ -361,6 +384,17 @@ acceptance:
 parallel:
   builders: 1
   devices: 1
+
+# Where toolchain calls run: local (here), or slurm (each call a batch job through sbatch, its
+# result back through <campaign>/spool on a file system the nodes share; a job that ends without a
+# result is submitted again, up to retries times). `npuopt status` lists the jobs in flight.
+executor:
+  kind: local
+  partition: ""         # sbatch --partition ("" : the cluster's default)
+  account: ""           # sbatch --account
+  time_limit: "10"      # sbatch --time per job
+  retries: 2
+  queue_timeout: 1h     # a job pending longer is cancelled and its call fails
 
 # Optional LLM (OpenAI-compatible chat-completions API: OpenAI, llama.cpp's server, vLLM, Ollama).
 # Without it every role uses its deterministic policy. Enabling it needs base_url, model and

@@ -96,6 +96,17 @@ struct ParallelConfig {
     std::int64_t devices = 1;
 };
 
+/// Where toolchain calls run (campaign.yaml `executor:`): here, or each one as a Slurm batch job
+/// whose result comes back through the campaign's spool directory.
+struct ExecutorConfig {
+    std::string kind = "local";   ///< local | slurm
+    std::string partition;        ///< sbatch --partition ("" : the cluster's default)
+    std::string account;          ///< sbatch --account ("" : none)
+    std::string time_limit = "10";///< sbatch --time per job (minutes, or [D-]HH:MM:SS)
+    std::int64_t retries = 2;     ///< submissions after the first when a job ends without a result
+    double queue_timeout_secs = 3600.0;  ///< a job pending longer is cancelled and its call fails
+};
+
 /// campaign.yaml
 struct CampaignConfig {
     std::filesystem::path file;          ///< the campaign.yaml read
@@ -109,6 +120,7 @@ struct CampaignConfig {
     std::optional<std::filesystem::path> toolchain_bin;  ///< overrides target.yaml's bin (resolved against dir)
     AcceptanceConfig acceptance;
     ParallelConfig parallel;
+    ExecutorConfig executor;
     LlmConfig llm;
 };
 

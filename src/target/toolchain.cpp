@@ -406,7 +406,8 @@ CallInfo Toolchain::call(std::string_view command_name, const config::CommandSpe
         }
     }
 
-    info.process = proc::run(command);  // throws only when a required sandbox is missing
+    // throws only when a required sandbox is missing
+    info.process = m_executor ? m_executor->run(command) : proc::run(command);
     return info;
 }
 

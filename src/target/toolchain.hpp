@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/target_config.hpp"
+#include "proc/executor.hpp"
 #include "proc/subprocess.hpp"
 #include "target/device.hpp"
 #include "target/results.hpp"
@@ -59,6 +60,9 @@ public:
     /// there); without one, writable for all. Without a cache dir, `{cache_dir}` is the call's
     /// scratch dir (nothing is reused) and no compile step runs.
     void set_cache_dir(std::filesystem::path dir) { m_cache_dir = std::move(dir); }
+    /// Where the toolchain's commands (check, run, schedule, compile) run: here by default, or
+    /// as batch jobs (proc::SlurmExecutor). The version query always runs here.
+    void set_executor(std::shared_ptr<proc::Executor> executor) { m_executor = std::move(executor); }
     const std::filesystem::path& cache_dir() const { return m_cache_dir; }
 
     /// What the sandbox exposes besides the system paths: target.yaml's read_only_paths, what the
@@ -92,6 +96,7 @@ private:
     proc::SandboxPolicy m_sandbox;
     proc::Limits m_limits;
     std::filesystem::path m_cache_dir;
+    std::shared_ptr<proc::Executor> m_executor;  ///< null: proc::run here
     std::shared_ptr<std::mutex> m_compile_mutex = std::make_shared<std::mutex>();
     std::shared_ptr<std::atomic<bool>> m_compile_unsupported = std::make_shared<std::atomic<bool>>(false);
     std::shared_ptr<std::map<std::string, CompileMemo>> m_compiled =

@@ -210,6 +210,7 @@ void apply_profile(campaign::Workspace& workspace, const fs::path& profile) {
     workspace.target.toolchain.read_only_paths.push_back(profile.parent_path());
     workspace.toolchain = std::make_unique<target::Toolchain>(workspace.target, workspace.sandbox, workspace.limits);
     workspace.toolchain->set_cache_dir(workspace.cache_dir);
+    if (workspace.executor) workspace.toolchain->set_executor(workspace.executor);
 }
 
 std::string read_text(const fs::path& path) {

@@ -17,9 +17,10 @@
 // simulator's own slot locks never cap the devices asked for. Only this program reads it.
 //
 //   npuopt_bench_throughput [--json] [--device-runs N (per kernel; default 40)] [--work DIR]
-//                           [--configs serial,b2d1,b2d2,b3d3] [--knowledge-dir DIR]
+//                           [--configs serial,b2d1,b2d2,b3d3,slurm-serial,slurm-b3d3] [--knowledge-dir DIR]
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -60,13 +61,16 @@ struct Config {
     std::string name;
     std::int64_t builders = 1;
     std::int64_t devices = 1;
+    bool slurm = false;  ///< every toolchain call a Slurm job (executor: slurm)
 };
 
 Config parse_config(const std::string& name) {
-    if (name == "serial") return {name, 1, 1};
+    const bool slurm = name.rfind("slurm-", 0) == 0;
+    const std::string rest = slurm ? name.substr(6) : name;
+    if (rest == "serial") return {name, 1, 1, slurm};
     std::smatch match;
-    if (std::regex_match(name, match, std::regex(R"(b([0-9]+)d([0-9]+))"))) {
-        Config config{name, std::stoll(match[1].str()), std::stoll(match[2].str())};
+    if (std::regex_match(rest, match, std::regex(R"(b([0-9]+)d([0-9]+))"))) {
+        Config config{name, std::stoll(match[1].str()), std::stoll(match[2].str()), slurm};
         if (config.builders < 1 || config.devices < 1 || config.devices > config.builders) {
             throw Error(ErrorKind::invalid_input, fmt::format("--configs: {} needs 1 <= devices <= builders", name));
         }
@@ -91,12 +95,19 @@ fs::path write_profile(const fs::path& work, double* sustained) {
     return profile;
 }
 
-campaign::Workspace open(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile) {
+campaign::Workspace open(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile,
+                         bool slurm = false) {
     auto workspace = campaign::open_workspace(dir, knowledge_dir);
+    if (slurm) {
+        config::ExecutorConfig executor;
+        executor.kind = "slurm";
+        workspace.executor = campaign::make_executor(executor, workspace.dir);
+    }
     workspace.target.toolchain.env["NPU_SIM_PROFILE"] = profile.string();
     workspace.target.toolchain.read_only_paths.push_back(profile.parent_path());
     workspace.toolchain = std::make_unique<target::Toolchain>(workspace.target, workspace.sandbox, workspace.limits);
     workspace.toolchain->set_cache_dir(workspace.cache_dir);
+    if (workspace.executor) workspace.toolchain->set_executor(workspace.executor);
     return workspace;
 }
 
@@ -118,7 +129,7 @@ struct Measured {
 
 Measured run_config(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile,
                     const Config& config, std::int64_t device_runs) {
-    auto workspace = open(dir, knowledge_dir, profile);
+    auto workspace = open(dir, knowledge_dir, profile, config.slurm);
     const auto before = campaign::campaign_status(*workspace.store);
     const double device_secs_before = device_secs_of(*workspace.store);
     campaign::RunOverrides overrides;
@@ -172,6 +183,9 @@ int main(int argc, char** argv) {
     }
     if (configs.empty()) {
         for (const char* name : {"serial", "b2d1", "b2d2", "b3d3"}) configs.push_back(parse_config(name));
+        if (std::getenv("SLURM_CONF")) {  // a cluster to run through: the same side by side
+            for (const char* name : {"slurm-serial", "slurm-b3d3"}) configs.push_back(parse_config(name));
+        }
     }
     try {
         const auto root = config::locate_knowledge_dir(knowledge_dir);
@@ -204,7 +218,7 @@ int main(int argc, char** argv) {
         }
         const std::int64_t budget = runs * static_cast<std::int64_t>(kernels.kernels.size());
         nlohmann::json rows = nlohmann::json::array();
-        std::string table = fmt::format("{:<8} {:>8} {:>10} {:>12} {:>13} {:>12}  {}\n", "config", "wall s",
+        std::string table = fmt::format("{:<13} {:>8} {:>10} {:>12} {:>13} {:>12}  {}\n", "config", "wall s",
                                         "runs/hour", "designs/hour", "device busy", "vs serial", "champion ÷ minimum");
         double serial_rate = 0.0;
         for (const auto& config : configs) {
@@ -229,6 +243,7 @@ int main(int argc, char** argv) {
                 ratio_text += fmt::format("{} {:.3f}  ", kernel, ratio);
             }
             rows.push_back({{"config", config.name},
+                            {"executor", config.slurm ? "slurm" : "local"},
                             {"builders", config.builders},
                             {"devices", config.devices},
                             {"wall_secs", measured.wall_secs},
@@ -239,7 +254,7 @@ int main(int argc, char** argv) {
                             {"designs_per_hour", designs_per_hour},
                             {"device_utilisation", busy},
                             {"champion_over_minimum", ratios}});
-            table += fmt::format("{:<8} {:>8.1f} {:>10.0f} {:>12.0f} {:>12.1f}% {:>11}  {}\n", config.name,
+            table += fmt::format("{:<13} {:>8.1f} {:>10.0f} {:>12.0f} {:>12.1f}% {:>11}  {}\n", config.name,
                                  measured.wall_secs, runs_per_hour, designs_per_hour, 100.0 * busy,
                                  serial_rate > 0 ? fmt::format("{:.2f}x", runs_per_hour / serial_rate) : "-", ratio_text);
         }

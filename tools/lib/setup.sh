@@ -16,8 +16,9 @@ NPUOPT_APT_PACKAGES=(
 )
 
 # Debian packages only the tests need (tools/quickstart-test.sh): headless Chromium for the
-# dashboard's browser test.
-NPUOPT_TEST_APT_PACKAGES=(chromium)
+# dashboard's browser test; Slurm and munge for the Slurm executor's test, which starts a
+# single-node cluster on loopback (tools/slurm/local-cluster.sh) and stops it.
+NPUOPT_TEST_APT_PACKAGES=(chromium slurm-wlm munge)
 
 npuopt_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 npuopt_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -138,4 +139,21 @@ npuopt_setup() {
   npuopt_install_deps
   npuopt_check_rust
   npuopt_build "$@"
+}
+
+# Whether a single-node Slurm cluster starts here (root, slurm-wlm, munge): then the Slurm test
+# must pass (NPUOPT_REQUIRE_SLURM=1) rather than skip. The probe cluster is stopped at once.
+npuopt_probe_slurm() {
+  local dir
+  dir=$(mktemp -d)
+  if "$NPUOPT_ROOT/tools/slurm/local-cluster.sh" start "$dir" >"$dir/probe.log" 2>&1; then
+    "$NPUOPT_ROOT/tools/slurm/local-cluster.sh" stop "$dir" >/dev/null 2>&1 || true
+    rm -rf "$dir"
+    return 0
+  fi
+  npuopt_say "a single-node Slurm cluster does not start here: the Slurm test will skip"
+  tail -n 5 "$dir/probe.log" "$dir"/*.log 2>/dev/null >&2 || true
+  "$NPUOPT_ROOT/tools/slurm/local-cluster.sh" stop "$dir" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+  return 1
 }
