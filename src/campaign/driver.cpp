@@ -418,6 +418,14 @@ CampaignDriver::CampaignDriver(store::CampaignStore& store, Evaluator& evaluator
     for (auto& setup : kernels) {
         const std::string name = setup.spec.name;
         search::CostModel cost_model = model ? search::CostModel(*model) : search::CostModel();
+        for (const auto& tmpl : setup.templates) {  // a template's own cost terms (`terms:`)
+            if (tmpl->is_baseline()) continue;
+            try {
+                cost_model.add_family_terms(tmpl->family(), tmpl->spec().terms);
+            } catch (const Error& error) {  // recorded like a broken template; the target's terms rank it
+                setup.template_errors.push_back(error.what());
+            }
+        }
         m_impl->kernels.push_back(std::make_unique<KernelRuntime>(std::move(setup), role_factory(name), std::move(cost_model)));
         m_impl->kernels.back()->search.set_token_price(m_impl->options.device_secs_per_1k_tokens);
     }

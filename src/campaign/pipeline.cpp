@@ -83,4 +83,23 @@ eval::Outcome BuilderEvaluator::revalidate(const eval::Champion& champion, const
     return m_inner->revalidate(champion, predecessor, kernel);
 }
 
+std::vector<Evaluator*> Pipeline::evaluators() const {
+    std::vector<Evaluator*> out;
+    for (const auto& builder : builders) out.push_back(builder.get());
+    return out;
+}
+
+Pipeline make_pipeline(std::int64_t builders, std::int64_t devices, const target::Device& device,
+                       store::CampaignStore& store, knowledge::RuleBook* rules, const knowledge::HardwareModel* model,
+                       const eval::CascadeConfig& config, knowledge::SourceRules* source_rules) {
+    Pipeline pipeline;
+    if (builders <= 1) return pipeline;
+    pipeline.slots = std::make_unique<DeviceSlots>(static_cast<int>(std::max<std::int64_t>(1, devices)));
+    for (std::int64_t idx = 0; idx < builders; ++idx) {
+        pipeline.builders.push_back(
+            std::make_unique<BuilderEvaluator>(device, *pipeline.slots, store, rules, model, config, source_rules));
+    }
+    return pipeline;
+}
+
 }  // namespace npuopt::campaign

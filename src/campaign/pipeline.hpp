@@ -97,4 +97,17 @@ private:
     std::unique_ptr<CascadeEvaluator> m_inner;
 };
 
+/// The builders of a campaign run and the device slots they share (none when builders <= 1).
+struct Pipeline {
+    std::unique_ptr<DeviceSlots> slots;
+    std::vector<std::unique_ptr<BuilderEvaluator>> builders;
+    /// The builders as the driver takes them (CampaignOptions::parallel_evaluators).
+    std::vector<Evaluator*> evaluators() const;
+};
+
+/// `builders` evaluators over `device` sharing `devices` slots, each cascade configured alike.
+Pipeline make_pipeline(std::int64_t builders, std::int64_t devices, const target::Device& device,
+                       store::CampaignStore& store, knowledge::RuleBook* rules, const knowledge::HardwareModel* model,
+                       const eval::CascadeConfig& config, knowledge::SourceRules* source_rules);
+
 }  // namespace npuopt::campaign

@@ -314,16 +314,9 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
     campaign::CascadeEvaluator evaluator(cascade, *workspace.toolchain);
     // The pipeline: one evaluator per builder, their launches through `devices` shared slots.
     const config::ParallelConfig parallel = overrides.parallel.value_or(workspace.campaign.parallel);
-    std::unique_ptr<DeviceSlots> device_slots;
-    std::vector<std::unique_ptr<BuilderEvaluator>> builders;
-    if (parallel.builders > 1) {
-        device_slots = std::make_unique<DeviceSlots>(static_cast<int>(parallel.devices));
-        for (std::int64_t idx = 0; idx < parallel.builders; ++idx) {
-            builders.push_back(std::make_unique<BuilderEvaluator>(
-                *workspace.toolchain, *device_slots, *workspace.store, &rules, model ? &*model : nullptr,
-                cascade_config(workspace), version.empty() ? nullptr : &source_rules));
-        }
-    }
+    const Pipeline pipeline = make_pipeline(parallel.builders, parallel.devices, *workspace.toolchain, *workspace.store,
+                                            &rules, model ? &*model : nullptr, cascade_config(workspace),
+                                            version.empty() ? nullptr : &source_rules);
 
     campaign::CampaignStatus before = campaign::campaign_status(*workspace.store);
     campaign::CampaignOptions driver_options;
@@ -356,7 +349,7 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
         driver_options.device_secs_per_1k_tokens = workspace.campaign.llm.device_secs_per_1k_tokens;
     }
     driver_options.only_queued = overrides.only_queued;
-    for (const auto& builder : builders) driver_options.parallel_evaluators.push_back(builder.get());
+    driver_options.parallel_evaluators = pipeline.evaluators();
     store::TreeStore steps(workspace.store->database());
     auto step = [&steps]() -> std::int64_t {
         const auto text = steps.state("counters");

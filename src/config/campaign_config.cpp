@@ -141,6 +141,79 @@ LlmConfig parse_llm(const Fields& top, const BudgetConfig& budgets) {
     return config;
 }
 
+AcceptanceConfig parse_acceptance(const Fields& top) {
+    AcceptanceConfig config;
+    Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race",
+                                                      "revalidate_every_accepts", "strict_after", "clear_win_ratio"});
+    config.alpha = acceptance.number_or("alpha", config.alpha);
+    if (!(config.alpha > 0 && config.alpha < 0.5)) {
+        acceptance.fail_at("alpha", "expected a probability between 0 and 0.5 (e.g. 0.05)");
+    }
+    config.min_effect = acceptance.number_or("min_effect", config.min_effect);
+    if (!(config.min_effect >= 0 && config.min_effect < 1)) {
+        acceptance.fail_at("min_effect", "expected a fraction in [0, 1) (0.01 = 1 % faster)");
+    }
+    config.max_runs_per_race =
+        acceptance.integer_or("max_runs_per_race", config.max_runs_per_race);
+    if (config.max_runs_per_race < 2) {
+        acceptance.fail_at("max_runs_per_race", "expected an integer >= 2 (runs are paired)");
+    }
+    config.revalidate_every_accepts =
+        acceptance.integer_or("revalidate_every_accepts", config.revalidate_every_accepts);
+    if (config.revalidate_every_accepts < 0) {
+        acceptance.fail_at("revalidate_every_accepts",
+                           "expected an integer >= 0 (0: re-validate only after a toolchain change)");
+    }
+    config.clear_win_ratio = acceptance.number_or("clear_win_ratio", config.clear_win_ratio);
+    if (!(config.clear_win_ratio >= 0 && config.clear_win_ratio < 1)) {
+        acceptance.fail_at("clear_win_ratio", "expected a ratio in [0, 1) (0.9: every launch 10 % faster; 0: always race)");
+    }
+    config.strict_after = acceptance.number_or("strict_after", config.strict_after);
+    if (!(config.strict_after >= 0 && config.strict_after <= 1)) {
+        acceptance.fail_at("strict_after", "expected a share of the budget in [0, 1] (1: never strict)");
+    }
+    return config;
+}
+
+ParallelConfig parse_parallel(const Fields& top) {
+    ParallelConfig config;
+    Fields parallel = top.map("parallel", {"builders", "devices"});
+    config.builders = positive_integer(parallel, "builders", config.builders);
+    config.devices = positive_integer(parallel, "devices", config.devices);
+    if (config.devices > config.builders) {
+        parallel.fail_at("devices", fmt::format("{} devices need at least as many builders (steps in flight; "
+                                                "builders is {})",
+                                                config.devices, config.builders));
+    }
+    return config;
+}
+
+ExecutorConfig parse_executor(const Fields& top) {
+    ExecutorConfig config;
+    Fields executor = top.map("executor", {"kind", "partition", "account", "time_limit", "retries", "queue_timeout"});
+    config.kind = executor.string_or("kind", config.kind);
+    if (config.kind != "local" && config.kind != "slurm") {
+        executor.fail_at("kind", fmt::format("'{}' is not an executor (local or slurm)", config.kind));
+    }
+    config.partition = executor.string_or("partition", "");
+    config.account = executor.string_or("account", "");
+    config.time_limit = executor.string_or("time_limit", config.time_limit);
+    if (!std::regex_match(config.time_limit, std::regex(R"(([0-9]+-)?[0-9]+(:[0-9]+){0,2})"))) {
+        executor.fail_at("time_limit", fmt::format("'{}' is not a Slurm time limit (minutes, MM:SS, HH:MM:SS or "
+                                                   "D-HH:MM:SS)",
+                                                   config.time_limit));
+    }
+    config.retries = executor.integer_or("retries", config.retries);
+    if (config.retries < 0) executor.fail_at("retries", "expected an integer >= 0");
+    if (executor.has("queue_timeout")) {
+        const std::string text = executor.string("queue_timeout");
+        auto secs = parse_duration_secs(text);
+        if (!secs || *secs <= 0) executor.fail_at("queue_timeout", fmt::format("'{}' is not a duration (e.g. 30m, 2h)", text));
+        config.queue_timeout_secs = *secs;
+    }
+    return config;
+}
+
 }  // namespace
 
 const std::vector<std::string>& llm_strategy_names() {
@@ -233,70 +306,9 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
             config.toolchain_bin = bin_path.is_absolute() ? bin_path : (config.dir / bin_path).lexically_normal();
         }
     }
-    if (top.has("acceptance")) {
-        Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race",
-                                                          "revalidate_every_accepts", "strict_after", "clear_win_ratio"});
-        config.acceptance.alpha = acceptance.number_or("alpha", config.acceptance.alpha);
-        if (!(config.acceptance.alpha > 0 && config.acceptance.alpha < 0.5)) {
-            acceptance.fail_at("alpha", "expected a probability between 0 and 0.5 (e.g. 0.05)");
-        }
-        config.acceptance.min_effect = acceptance.number_or("min_effect", config.acceptance.min_effect);
-        if (!(config.acceptance.min_effect >= 0 && config.acceptance.min_effect < 1)) {
-            acceptance.fail_at("min_effect", "expected a fraction in [0, 1) (0.01 = 1 % faster)");
-        }
-        config.acceptance.max_runs_per_race =
-            acceptance.integer_or("max_runs_per_race", config.acceptance.max_runs_per_race);
-        if (config.acceptance.max_runs_per_race < 2) {
-            acceptance.fail_at("max_runs_per_race", "expected an integer >= 2 (runs are paired)");
-        }
-        config.acceptance.revalidate_every_accepts =
-            acceptance.integer_or("revalidate_every_accepts", config.acceptance.revalidate_every_accepts);
-        if (config.acceptance.revalidate_every_accepts < 0) {
-            acceptance.fail_at("revalidate_every_accepts",
-                               "expected an integer >= 0 (0: re-validate only after a toolchain change)");
-        }
-        config.acceptance.clear_win_ratio = acceptance.number_or("clear_win_ratio", config.acceptance.clear_win_ratio);
-        if (!(config.acceptance.clear_win_ratio >= 0 && config.acceptance.clear_win_ratio < 1)) {
-            acceptance.fail_at("clear_win_ratio", "expected a ratio in [0, 1) (0.9: every launch 10 % faster; 0: always race)");
-        }
-        config.acceptance.strict_after = acceptance.number_or("strict_after", config.acceptance.strict_after);
-        if (!(config.acceptance.strict_after >= 0 && config.acceptance.strict_after <= 1)) {
-            acceptance.fail_at("strict_after", "expected a share of the budget in [0, 1] (1: never strict)");
-        }
-    }
-    if (top.has("parallel")) {
-        Fields parallel = top.map("parallel", {"builders", "devices"});
-        config.parallel.builders = positive_integer(parallel, "builders", config.parallel.builders);
-        config.parallel.devices = positive_integer(parallel, "devices", config.parallel.devices);
-        if (config.parallel.devices > config.parallel.builders) {
-            parallel.fail_at("devices", fmt::format("{} devices need at least as many builders (steps in flight; "
-                                                    "builders is {})",
-                                                    config.parallel.devices, config.parallel.builders));
-        }
-    }
-    if (top.has("executor")) {
-        Fields executor = top.map("executor", {"kind", "partition", "account", "time_limit", "retries", "queue_timeout"});
-        config.executor.kind = executor.string_or("kind", config.executor.kind);
-        if (config.executor.kind != "local" && config.executor.kind != "slurm") {
-            executor.fail_at("kind", fmt::format("'{}' is not an executor (local or slurm)", config.executor.kind));
-        }
-        config.executor.partition = executor.string_or("partition", "");
-        config.executor.account = executor.string_or("account", "");
-        config.executor.time_limit = executor.string_or("time_limit", config.executor.time_limit);
-        if (!std::regex_match(config.executor.time_limit, std::regex(R"(([0-9]+-)?[0-9]+(:[0-9]+){0,2})"))) {
-            executor.fail_at("time_limit", fmt::format("'{}' is not a Slurm time limit (minutes, MM:SS, HH:MM:SS or "
-                                                       "D-HH:MM:SS)",
-                                                       config.executor.time_limit));
-        }
-        config.executor.retries = executor.integer_or("retries", config.executor.retries);
-        if (config.executor.retries < 0) executor.fail_at("retries", "expected an integer >= 0");
-        if (executor.has("queue_timeout")) {
-            const std::string text = executor.string("queue_timeout");
-            auto secs = parse_duration_secs(text);
-            if (!secs || *secs <= 0) executor.fail_at("queue_timeout", fmt::format("'{}' is not a duration (e.g. 30m, 2h)", text));
-            config.executor.queue_timeout_secs = *secs;
-        }
-    }
+    if (top.has("acceptance")) config.acceptance = parse_acceptance(top);
+    if (top.has("parallel")) config.parallel = parse_parallel(top);
+    if (top.has("executor")) config.executor = parse_executor(top);
     if (top.has("llm")) config.llm = parse_llm(top, config.budgets);
     return config;
 }

@@ -46,6 +46,29 @@ std::vector<std::pair<std::string, YAML::Node>> named_entries(const Fields& top,
 
 }  // namespace
 
+std::vector<CostTermSpec> parse_cost_terms(const std::filesystem::path& file, const YAML::Node& node,
+                                           const std::string& key) {
+    std::vector<CostTermSpec> terms;
+    if (!node || node.IsNull()) return terms;
+    if (!node.IsMap()) detail::fail(file, node, key, fmt::format("expected a map of name: {{expression: ...}}, got {}", detail::describe(node)));
+    std::set<std::string> seen;
+    for (const auto& entry : node) {
+        const std::string name = entry.first.Scalar();
+        const std::string path = key + "." + name;
+        if (!is_name(name)) detail::fail(file, entry.first, path, "names are lower_snake_case");
+        if (!seen.insert(name).second) detail::fail(file, entry.first, path, "duplicate name");
+        Fields fields(file, entry.second, path, {"expression", "group", "lever", "reduce"});
+        CostTermSpec term;
+        term.name = name;
+        term.expression = expression_of(file, fields.required("expression", "an expression"), path + ".expression");
+        term.group = fields.string_or("group", name);
+        term.lever = fields.string_or("lever", "");
+        term.reduce = fields.string_list_or("reduce", {});
+        terms.push_back(std::move(term));
+    }
+    return terms;
+}
+
 CostModelSpec load_cost_model_config(const std::filesystem::path& cost_model_yaml) {
     YAML::Node root = detail::load_yaml_file(cost_model_yaml);
     Fields top(cost_model_yaml, root, "",
@@ -59,17 +82,7 @@ CostModelSpec load_cost_model_config(const std::filesystem::path& cost_model_yam
     for (const auto& [name, node] : named_entries(top, "let")) {
         spec.let.emplace_back(name, expression_of(cost_model_yaml, node, "let." + name));
     }
-    for (const auto& [name, node] : named_entries(top, "terms")) {
-        const std::string path = "terms." + name;
-        Fields fields(cost_model_yaml, node, path, {"expression", "group", "lever", "reduce"});
-        CostTermSpec term;
-        term.name = name;
-        term.expression = expression_of(cost_model_yaml, fields.required("expression", "an expression"), path + ".expression");
-        term.group = fields.string_or("group", name);
-        term.lever = fields.string_or("lever", "");
-        term.reduce = fields.string_list_or("reduce", {});
-        spec.terms.push_back(std::move(term));
-    }
+    if (top.has("terms")) spec.terms = parse_cost_terms(cost_model_yaml, root["terms"], "terms");
     if (spec.terms.empty()) top.fail_at("terms", "expected at least one cost term");
     if (top.has("combine")) {
         Fields combine = top.map("combine", {"overlap"});

@@ -12,6 +12,10 @@
 
 #include "config/hardware_model_config.hpp"
 
+namespace YAML {
+class Node;
+}
+
 namespace npuopt::config {
 
 /// One roofline term: cycles a design spends on one resource.
@@ -43,5 +47,10 @@ struct CostModelSpec {
 
 /// Parse and validate a cost model declaration. Errors name file:line:column and the key.
 CostModelSpec load_cost_model_config(const std::filesystem::path& cost_model_yaml);
+
+/// The cost terms of `node` (a map name: {expression, group, lever, reduce}) under `key` of
+/// `file`, in document order: what cost_model.yaml's `terms:` and a template's `terms:` say.
+std::vector<CostTermSpec> parse_cost_terms(const std::filesystem::path& file, const YAML::Node& node,
+                                           const std::string& key);
 
 }  // namespace npuopt::config

@@ -50,7 +50,7 @@ std::vector<TemplateExpression> read_named_expressions(const detail::Fields& top
 TemplateSpec load_template_config(const std::filesystem::path& template_yaml) {
     YAML::Node root = detail::load_yaml_file(template_yaml);
     detail::Fields top(template_yaml, root, "",
-                       {"template", "kernel", "family", "source", "description", "params", "constraints", "quantities",
+                       {"template", "kernel", "family", "source", "description", "params", "constraints", "quantities", "terms",
                         "features"});
     TemplateSpec spec;
     spec.file = template_yaml;
@@ -110,6 +110,7 @@ TemplateSpec load_template_config(const std::filesystem::path& template_yaml) {
     }
     spec.quantities = read_named_expressions(top, "quantities");
     spec.features = read_named_expressions(top, "features");
+    if (top.has("terms")) spec.terms = parse_cost_terms(template_yaml, top.node()["terms"], "terms");
     return spec;
 }
 

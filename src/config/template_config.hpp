@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/cost_model_config.hpp"
+
 namespace npuopt::config {
 
 /// One `${NAME}` parameter: its domain (numbers, in the order written) and default.
@@ -36,6 +38,10 @@ struct TemplateSpec {
     std::vector<TemplateExpression> constraints;
     std::vector<TemplateExpression> quantities;
     std::vector<TemplateExpression> features;
+    /// Cost terms of this template's designs beside the target's (cost_model.yaml), in the same
+    /// form: over the target's quantities, its `let` names and hw.NAME. A term named like one of the
+    /// target's replaces it for this template's family.
+    std::vector<CostTermSpec> terms;
 };
 
 /// Parse and validate one template declaration. Throws Error(invalid_config) naming

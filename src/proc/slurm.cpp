@@ -118,8 +118,8 @@ std::vector<JobInFlight> jobs_in_flight(const fs::path& spool) {
             const fs::path dir = attempt.path();
             const std::string name = dir.filename().string();
             if (!attempt.is_directory() || name.rfind("attempt-", 0) != 0) continue;
-            if (!fs::exists(dir / "job_id") || fs::exists(dir / "read") || fs::exists(dir / "lost") ||
-                fs::exists(dir / "abandoned")) {
+            if (!fs::exists(dir / "job_id") || fs::exists(dir / "result.json") || fs::exists(dir / "read") ||
+                fs::exists(dir / "lost") || fs::exists(dir / "abandoned")) {
                 continue;
             }
             JobInFlight job;
@@ -236,7 +236,11 @@ Result SlurmExecutor::run(const Command& command) {
             std::this_thread::sleep_for(std::chrono::duration<double>(wait));
             wait = std::min(1.0, wait * 2.0);
         }
-        lost.push_back(fmt::format("attempt {}: job {} ended {} without a result", attempt, job_id, ended));
+        std::string said = read_text(dir / "slurm.out");  // the job's own words, e.g. a worker not found
+        while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+        if (said.size() > 300) said = "…" + said.substr(said.size() - 300);
+        lost.push_back(fmt::format("attempt {}: job {} ended {} without a result{}", attempt, job_id, ended,
+                                   said.empty() ? std::string() : fmt::format(" ({})", said)));
         write_text(dir / "lost", lost.back() + "\n");
         if (attempt < attempts) {
             m_retried.fetch_add(1);

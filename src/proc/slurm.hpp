@@ -57,7 +57,7 @@ private:
     std::atomic<int> m_retried{0};
 };
 
-/// The jobs of `spool` submitted and not finished: no result read, not lost, not abandoned.
+/// The jobs of `spool` submitted and not finished: no result written, not lost, not abandoned.
 std::vector<JobInFlight> jobs_in_flight(const std::filesystem::path& spool);
 
 /// "PENDING", "RUNNING", "COMPLETED", "CANCELLED", …; "" when Slurm no longer knows the job.

@@ -23,24 +23,27 @@ struct CostModel::Compiled {
     std::shared_ptr<const config::CostModelSpec> spec;
     std::vector<std::pair<std::string, numerics::Expression>> lets;
     std::vector<numerics::Expression> terms;
+    /// A family's own terms (templates' `terms:`), each with its compiled expression.
+    std::map<std::string, std::vector<std::pair<config::CostTermSpec, numerics::Expression>>> family_terms;
+    std::set<std::string> known;  ///< quantities and lets a term may read (besides hw.*)
 
     static numerics::Expression compile(const config::ExpressionText& text) {
         return numerics::Expression({text.text, text.location, text.key});
     }
 
-    explicit Compiled(std::shared_ptr<const config::CostModelSpec> declaration) : spec(std::move(declaration)) {
-        std::set<std::string> known;
-        for (const auto& [name, fallback] : spec->quantities) known.insert(name);
-        auto check = [&](const numerics::Expression& expression) {
-            for (const auto& name : expression.variables()) {
-                if (!known.contains(name) && !name.starts_with("hw.")) {
-                    throw Error(ErrorKind::invalid_config,
-                                fmt::format("{}: key '{}': '{}' is neither a declared quantity (quantities:), an "
-                                            "earlier let nor a hardware parameter (hw.NAME)",
-                                            expression.source().location, expression.source().key, name));
-                }
+    void check(const numerics::Expression& expression) const {
+        for (const auto& name : expression.variables()) {
+            if (!known.contains(name) && !name.starts_with("hw.")) {
+                throw Error(ErrorKind::invalid_config,
+                            fmt::format("{}: key '{}': '{}' is neither a declared quantity (quantities: of the target's "
+                                        "cost_model.yaml), a let nor a hardware parameter (hw.NAME)",
+                                        expression.source().location, expression.source().key, name));
             }
-        };
+        }
+    }
+
+    explicit Compiled(std::shared_ptr<const config::CostModelSpec> declaration) : spec(std::move(declaration)) {
+        for (const auto& [name, fallback] : spec->quantities) known.insert(name);
         for (const auto& [name, text] : spec->let) {
             lets.emplace_back(name, compile(text));
             check(lets.back().second);
@@ -123,7 +126,24 @@ const config::CostTermSpec* CostModel::term_spec(const std::string& name) const 
     return nullptr;
 }
 
-CostTerms CostModel::terms(const std::map<std::string, double>& quantities) const {
+void CostModel::add_family_terms(const std::string& family, const std::vector<config::CostTermSpec>& terms) {
+    if (!m_compiled || terms.empty()) return;
+    auto& own = m_compiled->family_terms[family];
+    for (const auto& term : terms) {
+        numerics::Expression expression = Compiled::compile(term.expression);
+        m_compiled->check(expression);
+        auto same = std::find_if(own.begin(), own.end(), [&](const auto& entry) { return entry.first.name == term.name; });
+        if (same != own.end()) {
+            *same = {term, std::move(expression)};
+        } else {
+            own.emplace_back(term, std::move(expression));
+        }
+    }
+}
+
+CostTerms CostModel::terms(const std::map<std::string, double>& quantities) const { return terms(quantities, ""); }
+
+CostTerms CostModel::terms(const std::map<std::string, double>& quantities, const std::string& family) const {
     CostTerms result;
     if (!m_compiled) return result;
     const auto& spec = *m_compiled->spec;
@@ -138,17 +158,36 @@ CostTerms CostModel::terms(const std::map<std::string, double>& quantities) cons
     };
     for (const auto& [name, expression] : m_compiled->lets) values[name] = expression.evaluate(lookup);
     result.overlap = spec.overlap;
+    const auto own = family.empty() ? m_compiled->family_terms.end() : m_compiled->family_terms.find(family);
+    auto own_term = [&](const std::string& name) -> const std::pair<config::CostTermSpec, numerics::Expression>* {
+        if (own == m_compiled->family_terms.end()) return nullptr;
+        for (const auto& entry : own->second) {
+            if (entry.first.name == name) return &entry;
+        }
+        return nullptr;
+    };
     for (std::size_t idx = 0; idx < spec.terms.size(); ++idx) {
-        const double value = m_compiled->terms[idx].evaluate(lookup);
+        const auto* replaced = own_term(spec.terms[idx].name);
+        const double value = replaced ? replaced->second.evaluate(lookup) : m_compiled->terms[idx].evaluate(lookup);
         result.names.push_back(spec.terms[idx].name);
-        result.groups.push_back(spec.terms[idx].group);
+        result.groups.push_back(replaced ? replaced->first.group : spec.terms[idx].group);
         result.values.push_back(usable(value) ? value : 0.0);
+    }
+    if (own != m_compiled->family_terms.end()) {
+        for (const auto& [term, expression] : own->second) {
+            if (std::find(result.names.begin(), result.names.end(), term.name) != result.names.end()) continue;
+            const double value = expression.evaluate(lookup);
+            result.names.push_back(term.name);
+            result.groups.push_back(term.group);
+            result.values.push_back(usable(value) ? value : 0.0);
+        }
     }
     return result;
 }
 
-std::optional<double> CostModel::predict_base(const std::map<std::string, double>& quantities) const {
-    double value = terms(quantities).combined();
+std::optional<double> CostModel::predict_base(const std::map<std::string, double>& quantities,
+                                              const std::string& family) const {
+    double value = terms(quantities, family).combined();
     if (!(value > 0.0) || !std::isfinite(value)) return std::nullopt;
     return value;
 }
@@ -157,7 +196,7 @@ std::string param_key(const std::string& name, double value) { return fmt::forma
 
 std::optional<double> CostModel::predict(const std::string& family, const std::map<std::string, double>& quantities,
                                          const std::map<std::string, double>* params) const {
-    auto base = predict_base(quantities);
+    auto base = predict_base(quantities, family);
     if (!base) return std::nullopt;
     Correction fit = correction(family);
     double log_base = std::log(*base);
@@ -176,7 +215,7 @@ std::optional<double> CostModel::predict(const std::string& family, const std::m
 
 void CostModel::observe(const std::string& family, const std::map<std::string, double>& quantities,
                         double measured_cycles, const std::map<std::string, double>* params) {
-    auto base = predict_base(quantities);
+    auto base = predict_base(quantities, family);
     if (!base || !(measured_cycles > 0.0)) return;
     m_points[family].push_back({std::log(*base), std::log(measured_cycles / *base),
                                 params ? *params : std::map<std::string, double>{}});

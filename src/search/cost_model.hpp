@@ -77,8 +77,16 @@ public:
     ~CostModel() override;
 
     CostTerms terms(const std::map<std::string, double>& quantities) const override;
+    /// The terms of a design of `family`: the target's, with the family's own (a template's
+    /// `terms:`) replacing those of the same name and added after them.
+    CostTerms terms(const std::map<std::string, double>& quantities, const std::string& family) const;
+    /// Declare `family`'s own cost terms (a template's `terms:`); compiled and checked like the
+    /// target's: Error(invalid_config) naming the file and key when a term reads an unknown name.
+    /// Nothing happens without a declared cost model.
+    void add_family_terms(const std::string& family, const std::vector<config::CostTermSpec>& terms);
     /// Uncorrected prediction; nullopt when the quantities say nothing the model can use.
-    std::optional<double> predict_base(const std::map<std::string, double>& quantities) const;
+    std::optional<double> predict_base(const std::map<std::string, double>& quantities,
+                                       const std::string& family = "") const;
     /// Prediction with the family's learnt correction, and with the learnt effects of `params`'
     /// values when given (a value never measured has no effect).
     std::optional<double> predict(const std::string& family, const std::map<std::string, double>& quantities,

@@ -42,7 +42,39 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.llm.price_completion_per_1k == defaults.llm.price_completion_per_1k);
     CHECK(campaign.llm.context_tokens == defaults.llm.context_tokens);
     CHECK(campaign.llm.repair_turns == defaults.llm.repair_turns);
+    CHECK(campaign.parallel.builders == 1);
+    CHECK(campaign.parallel.devices == 1);
+    CHECK(campaign.executor.kind == "local");
+    CHECK(campaign.executor.time_limit == defaults.executor.time_limit);
+    CHECK(campaign.executor.retries == defaults.executor.retries);
+    CHECK(campaign.executor.queue_timeout_secs == doctest::Approx(3600.0));
     CHECK(campaign.dir == scratch.path());
+}
+
+TEST_CASE("campaign.yaml: parallel and executor are read and their errors name the key") {
+    ScratchDir scratch;
+    std::string file = (scratch.path() / "campaign.yaml").string();
+    scratch.write("campaign.yaml", "target: t\nparallel: {builders: 3, devices: 2}\nexecutor: {kind: slurm, partition: gpu, "
+                                   "account: lab, time_limit: \"1-02:00:00\", retries: 0, queue_timeout: 30m}\n");
+    const auto campaign = config::load_campaign_config(file);
+    CHECK(campaign.parallel.builders == 3);
+    CHECK(campaign.parallel.devices == 2);
+    CHECK(campaign.executor.kind == "slurm");
+    CHECK(campaign.executor.partition == "gpu");
+    CHECK(campaign.executor.account == "lab");
+    CHECK(campaign.executor.time_limit == "1-02:00:00");
+    CHECK(campaign.executor.retries == 0);
+    CHECK(campaign.executor.queue_timeout_secs == doctest::Approx(1800.0));
+    auto load = [&](const std::string& text) {
+        scratch.write("campaign.yaml", text);
+        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
+    };
+    CHECK(load("target: t\nparallel: {builders: 1, devices: 2}\n").find("'parallel.devices'") != std::string::npos);
+    CHECK(load("target: t\nparallel: {builders: 0}\n").find("'parallel.builders'") != std::string::npos);
+    CHECK(load("target: t\nexecutor: {kind: ray}\n").find("'executor.kind'") != std::string::npos);
+    CHECK(load("target: t\nexecutor: {time_limit: soon}\n").find("'executor.time_limit'") != std::string::npos);
+    CHECK(load("target: t\nexecutor: {retries: -1}\n").find("'executor.retries'") != std::string::npos);
+    CHECK(load("target: t\nexecutor: {array: 4}\n").find("unknown key 'executor.array'") != std::string::npos);
 }
 
 TEST_CASE("campaign.yaml: a minimal file takes defaults, overrides resolve against the campaign dir") {

@@ -716,3 +716,46 @@ TEST_CASE("cost model: a term reading an undeclared quantity is an error naming 
     CHECK(message.find("terms.stream.expression") != std::string::npos);
     CHECK(message.find("'loads'") != std::string::npos);
 }
+
+TEST_CASE("cost model: a template's own terms add to the target's for its family and replace one of the same name") {
+    ScratchDir dir;
+    write_text(dir.path / "cost_model.yaml",
+               "version: 1\nquantities: {bytes: 0, passes: 0}\nlet: {per_pass: \"hw.pass_cycles\"}\n"
+               "terms:\n  stream: {expression: \"bytes / hw.rate\"}\n  issue: {expression: \"passes * per_pass\"}\n"
+               "combine: {overlap: 0}\n");
+    write_text(dir.path / "tiles.rs", "fn main() {}\n");
+    write_text(dir.path / "tiles.template.yaml",
+               "template: tiles\nkernel: k\nfamily: tiles\nsource: tiles.rs\nparams: {ROWS: {values: [8], default: 8}}\n"
+               "terms:\n  epilogue: {expression: \"passes * per_pass * 4\", lever: \"fewer passes\", reduce: [passes]}\n"
+               "  issue: {expression: \"passes * per_pass / 2\"}\n");
+    const config::TemplateSpec spec = config::load_template_config(dir.path / "tiles.template.yaml");
+    REQUIRE(spec.terms.size() == 2);
+    CHECK(spec.terms[0].name == "epilogue");
+    CHECK(spec.terms[0].lever == "fewer passes");
+    knowledge::HardwareModel hw;
+    hw.set("rate", 10.0);
+    hw.set("pass_cycles", 100.0);
+    hw.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(dir.path / "cost_model.yaml"));
+    search::CostModel model(hw);
+    model.add_family_terms("tiles", spec.terms);
+    const std::map<std::string, double> q = {{"bytes", 10000.0}, {"passes", 30.0}};
+    // The target's terms alone: max(stream 1000, issue 3000) = 3000.
+    CHECK(model.terms(q).combined() == doctest::Approx(3000.0));
+    CHECK(*model.predict("other", q) == doctest::Approx(3000.0));
+    // The family's: issue replaced (1500), epilogue added (12000): 12000, for its designs only.
+    const search::CostTerms own = model.terms(q, "tiles");
+    CHECK(own.value("issue") == doctest::Approx(1500.0));
+    CHECK(own.value("epilogue") == doctest::Approx(12000.0));
+    CHECK(own.names.size() == 3);
+    CHECK(*model.predict("tiles", q) == doctest::Approx(12000.0));
+
+    // A template term that reads a name the target does not declare names the template and the key.
+    write_text(dir.path / "bad.template.yaml",
+               "template: bad\nkernel: k\nfamily: bad\nsource: tiles.rs\nparams: {ROWS: {values: [8], default: 8}}\n"
+               "terms:\n  extra: {expression: \"loads * 2\"}\n");
+    const config::TemplateSpec bad = config::load_template_config(dir.path / "bad.template.yaml");
+    auto message = error_of([&] { model.add_family_terms("bad", bad.terms); });
+    CHECK(message.find("bad.template.yaml:7:") != std::string::npos);
+    CHECK(message.find("terms.extra.expression") != std::string::npos);
+    CHECK(message.find("'loads'") != std::string::npos);
+}

@@ -154,6 +154,8 @@ Measured run_config(const fs::path& dir, const std::optional<fs::path>& knowledg
 
 int main(int argc, char** argv) {
     log::init_stderr(log::Level::warn);
+    // Slurm jobs run the npuopt built beside this program (exec-call), unless told otherwise.
+    ::setenv("NPUOPT_SLURM_WORKER", (fs::path(NPUOPT_BUILD_DIR) / "npuopt").c_str(), 0);
     bool json = false;
     std::int64_t runs = 40;
     std::optional<fs::path> knowledge_dir;
@@ -227,7 +229,15 @@ int main(int argc, char** argv) {
             fs::copy(seed_dir, dir, fs::copy_options::recursive);
             std::cerr << fmt::format("{}: {} device runs with {} builder(s), {} device slot(s) …\n", config.name, budget,
                                      config.builders, config.devices);
-            const Measured measured = run_config(dir, knowledge_dir, profile, config, budget);
+            Measured measured;
+            try {
+                measured = run_config(dir, knowledge_dir, profile, config, budget);
+            } catch (const std::exception& error) {  // one configuration's failure keeps the others' figures
+                std::cerr << fmt::format("{}: failed: {}\n", config.name, error.what());
+                rows.push_back({{"config", config.name}, {"error", error.what()}});
+                table += fmt::format("{:<13} failed: {}\n", config.name, error.what());
+                continue;
+            }
             const double hours = measured.wall_secs / 3600.0;
             const double runs_per_hour = hours > 0 ? static_cast<double>(measured.device_runs) / hours : 0.0;
             const double designs_per_hour = hours > 0 ? static_cast<double>(measured.steps) / hours : 0.0;
