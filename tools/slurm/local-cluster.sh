@@ -2,13 +2,15 @@
 # A single-node Slurm cluster on loopback for the tests (slurm-wlm and munge from Debian):
 #   tools/slurm/local-cluster.sh start DIR   # writes DIR/slurm.conf, starts munged, slurmctld, slurmd
 #   tools/slurm/local-cluster.sh stop DIR    # stops what start started
-# Clients find it with SLURM_CONF=DIR/slurm.conf. Ports 16817/16818 (not Slurm's defaults, so that a
-# real cluster on the machine is left alone). Needs root (slurmd runs jobs as their user).
+# Clients find it with SLURM_CONF=DIR/slurm.conf. Ports $NPUOPT_SLURM_PORT and the next (default 16817,
+# not Slurm's 6817, so that a real cluster on the machine is left alone). Needs root (slurmd runs jobs
+# as their user).
 set -euo pipefail
 action=${1:?start|stop}
 dir=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
 host=$(hostname -s)
 conf="$dir/slurm.conf"
+port=${NPUOPT_SLURM_PORT:-16817}
 
 stop_pid() {  # stop the daemon whose pid file is $1
   local file=$1
@@ -32,8 +34,8 @@ case "$action" in
     cat >"$conf" <<CONF
 ClusterName=npuopt-test
 SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 SlurmUser=root
 AuthType=auth/munge
 AuthInfo=socket=$dir/munge/munge.socket
