@@ -1,12 +1,10 @@
 #include "proc/executor.hpp"
 
-#include <fstream>
-#include <sstream>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/interrupt.hpp"
 
 namespace npuopt::proc {
@@ -164,11 +162,10 @@ Result result_from_json(const json& in) {
 }
 
 void execute_call_file(const fs::path& call_file, const fs::path& result_file) {
-    std::ifstream in(call_file);
-    if (!in) throw Error(ErrorKind::invalid_input, fmt::format("cannot read the call {}", call_file.string()));
-    std::stringstream text;
-    text << in.rdbuf();
-    const json call = json::parse(text.str(), nullptr, false);
+    if (!fs::is_regular_file(call_file)) {
+        throw Error(ErrorKind::invalid_input, fmt::format("cannot read the call {}", call_file.string()));
+    }
+    const json call = json::parse(read_file_text(call_file), nullptr, false);
     if (call.is_discarded()) throw Error(ErrorKind::invalid_input, fmt::format("{} is not JSON", call_file.string()));
     Result result;
     try {
@@ -180,13 +177,7 @@ void execute_call_file(const fs::path& call_file, const fs::path& result_file) {
     // A job cancelled or preempted (SIGTERM from Slurm) writes no result: the call's result is
     // the one of the attempt that runs to its end, submitted again by the orchestrator.
     throw_if_interrupted();
-    const fs::path partial = result_file.string() + ".partial";
-    {
-        std::ofstream out(partial, std::ios::trunc);
-        out << to_json(result).dump();
-        if (!out.flush()) throw Error(ErrorKind::io, fmt::format("cannot write {}", partial.string()));
-    }
-    fs::rename(partial, result_file);
+    write_file_atomically(result_file, to_json(result).dump());
 }
 
 }  // namespace npuopt::proc

@@ -6,16 +6,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/interrupt.hpp"
 #include "core/log.hpp"
 
@@ -25,23 +24,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-    const fs::path partial = path.string() + ".partial";
-    {
-        std::ofstream out(partial, std::ios::trunc);
-        out << text;
-        if (!out.flush()) throw Error(ErrorKind::io, fmt::format("slurm: cannot write {}", partial.string()));
-    }
-    fs::rename(partial, path);
-}
 
 std::string host_name() {
     char name[256] = {};
@@ -125,8 +107,8 @@ std::vector<JobInFlight> jobs_in_flight(const fs::path& spool) {
             JobInFlight job;
             job.call = call.path().filename().string();
             job.attempt = std::atoi(name.substr(8).c_str());
-            job.job_id = read_text(dir / "job_id");
-            job.owner = read_text(dir / "owner");
+            job.job_id = read_file_text(dir / "job_id");
+            job.owner = read_file_text(dir / "owner");
             const auto written = fs::last_write_time(dir / "job_id", error);
             if (!error) {
                 job.age_secs = std::chrono::duration<double>(fs::file_time_type::clock::now() - written).count();
@@ -151,7 +133,7 @@ SlurmExecutor::SlurmExecutor(SlurmOptions options) : m_options(std::move(options
     for (const auto& job : jobs_in_flight(m_options.spool)) {
         if (owner_alive(job.owner)) continue;
         slurm_command({"scancel", job.job_id}, 30.0);
-        write_text(m_options.spool / job.call / fmt::format("attempt-{}", job.attempt) / "abandoned",
+        write_file_atomically(m_options.spool / job.call / fmt::format("attempt-{}", job.attempt) / "abandoned",
                    fmt::format("its orchestrator {} is gone; cancelled by {}\n", job.owner, m_owner));
         log::warn("slurm: job {} of a campaign run that is gone ({}) cancelled; its result will not be read",
                   job.job_id, job.owner);
@@ -166,9 +148,9 @@ Result SlurmExecutor::run(const Command& command) {
     for (int attempt = 1; attempt <= attempts; ++attempt) {
         const fs::path dir = call_dir / fmt::format("attempt-{}", attempt);
         fs::create_directories(dir);
-        write_text(dir / "call.json", to_json(command).dump());
-        write_text(dir / "owner", m_owner);
-        write_text(dir / "job.sh", fmt::format("#!/bin/sh\nexec {} exec-call {} {}\n", shell_quote(m_options.worker.string()),
+        write_file_atomically(dir / "call.json", to_json(command).dump());
+        write_file_atomically(dir / "owner", m_owner);
+        write_file_atomically(dir / "job.sh", fmt::format("#!/bin/sh\nexec {} exec-call {} {}\n", shell_quote(m_options.worker.string()),
                                                shell_quote((dir / "call.json").string()),
                                                shell_quote((dir / "result.json").string())));
         std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name", "npuopt-call", "--time", m_options.time_limit,
@@ -181,12 +163,12 @@ Result SlurmExecutor::run(const Command& command) {
             lost.push_back(fmt::format("attempt {}: sbatch failed ({}): {}", attempt,
                                        submitted.error.value_or(fmt::format("exit {}", submitted.exit_code.value_or(-1))),
                                        submitted.stderr_text.substr(0, 300)));
-            write_text(dir / "lost", lost.back() + "\n");
+            write_file_atomically(dir / "lost", lost.back() + "\n");
             std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
             continue;
         }
         std::string job_id = submitted.stdout_text.substr(0, submitted.stdout_text.find_first_of(";\n"));
-        write_text(dir / "job_id", job_id);
+        write_file_atomically(dir / "job_id", job_id);
 
         const auto start = Clock::now();
         auto next_state_check = start + std::chrono::milliseconds(500);
@@ -196,13 +178,13 @@ Result SlurmExecutor::run(const Command& command) {
         std::string ended;  // the state the job ended in without a result
         while (true) {
             if (fs::exists(dir / "result.json")) {
-                Result result = result_from_json(nlohmann::json::parse(read_text(dir / "result.json")));
-                write_text(dir / "read", call + "\n");  // read once: this call's one result
+                Result result = result_from_json(nlohmann::json::parse(read_file_text(dir / "result.json")));
+                write_file_atomically(dir / "read", call + "\n");  // read once: this call's one result
                 return result;
             }
             if (interrupted()) {
                 slurm_command({"scancel", job_id}, 30.0);
-                write_text(dir / "abandoned", "interrupted: cancelled\n");
+                write_file_atomically(dir / "abandoned", "interrupted: cancelled\n");
                 throw_if_interrupted();
             }
             const auto now = Clock::now();
@@ -214,7 +196,7 @@ Result SlurmExecutor::run(const Command& command) {
                     pending = true;
                     if (std::chrono::duration<double>(now - pending_since).count() > m_options.queue_timeout_secs) {
                         slurm_command({"scancel", job_id}, 30.0);
-                        write_text(dir / "abandoned", "pending too long: cancelled\n");
+                        write_file_atomically(dir / "abandoned", "pending too long: cancelled\n");
                         Result failed;
                         failed.error = fmt::format("slurm: job {} pending for more than {:.0f} s (partition {}): cancelled",
                                                    job_id, m_options.queue_timeout_secs,
@@ -236,12 +218,12 @@ Result SlurmExecutor::run(const Command& command) {
             std::this_thread::sleep_for(std::chrono::duration<double>(wait));
             wait = std::min(1.0, wait * 2.0);
         }
-        std::string said = read_text(dir / "slurm.out");  // the job's own words, e.g. a worker not found
+        std::string said = read_file_text(dir / "slurm.out");  // the job's own words, e.g. a worker not found
         while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
         if (said.size() > 300) said = "…" + said.substr(said.size() - 300);
         lost.push_back(fmt::format("attempt {}: job {} ended {} without a result{}", attempt, job_id, ended,
                                    said.empty() ? std::string() : fmt::format(" ({})", said)));
-        write_text(dir / "lost", lost.back() + "\n");
+        write_file_atomically(dir / "lost", lost.back() + "\n");
         if (attempt < attempts) {
             m_retried.fetch_add(1);
             log::warn("slurm: job {} ended {} without a result; submitted again (attempt {} of {})", job_id, ended,

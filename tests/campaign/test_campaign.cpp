@@ -24,9 +24,11 @@
 #include "search/tree.hpp"
 #include "store/tree_store.hpp"
 #include "../search/search_test_util.hpp"
+#include "campaign_test_util.hpp"
 
 using namespace npuopt;
 using npuopt::test::ScratchDir;
+using npuopt::test::toy_model;
 using npuopt::test::write_text;
 
 namespace {
@@ -165,16 +167,6 @@ campaign::CampaignOptions toy_options(const std::filesystem::path& dir) {
     options.device_run_budget = 100000;
     options.stop_requested = [] { return false; };
     return options;
-}
-
-knowledge::HardwareModel toy_model() {
-    knowledge::HardwareModel model;
-    model.set("sustained_bytes_per_cycle", 1000.0);
-    model.set("dma_engine_bytes_per_cycle", 100.0);
-    model.set("dma_startup_cycles", 500.0);
-    model.set("pass_issue_cycles", 600.0);
-    model.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
-    return model;
 }
 
 /// The best design of the toy target by enumeration (hanging designs excluded).

@@ -25,9 +25,11 @@
 #include "core/hash.hpp"
 #include "store/tree_store.hpp"
 #include "../search/search_test_util.hpp"
+#include "campaign_test_util.hpp"
 
 using namespace npuopt;
 using npuopt::test::ScratchDir;
+using npuopt::test::toy_model;
 using npuopt::test::write_text;
 
 namespace {
@@ -72,17 +74,6 @@ config::KernelsConfig kernels_config(const std::filesystem::path& dir) {
         kernels.kernels.push_back(kernel);
     }
     return kernels;
-}
-
-knowledge::HardwareModel toy_model() {
-    knowledge::HardwareModel model;
-    model.set("sustained_bytes_per_cycle", 1000.0);
-    model.set("dma_engine_bytes_per_cycle", 100.0);
-    model.set("dma_startup_cycles", 500.0);
-    model.set("pass_issue_cycles", 600.0);
-    model.cost_model = std::make_shared<config::CostModelSpec>(config::load_cost_model_config(
-        std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
-    return model;
 }
 
 /// What every evaluator of one campaign shares: the order results arrived in, how many

@@ -39,6 +39,7 @@
 #include "config/campaign_config.hpp"
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/log.hpp"
 #include "eval/speed_of_light.hpp"
 #include "store/campaign_store.hpp"
@@ -49,13 +50,6 @@ namespace fs = std::filesystem;
 using namespace npuopt;
 
 namespace {
-
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 struct Config {
     std::string name;
@@ -82,7 +76,7 @@ Config parse_config(const std::string& name) {
 /// The default profile with max_concurrent_runs = 4 (the simulator's slot locks never bind).
 fs::path write_profile(const fs::path& work, double* sustained) {
     const fs::path source = fs::path(NPUOPT_SOURCE_DIR) / "tools/npu-sim/profiles/default.profile";
-    std::string text = read_text(source);
+    std::string text = read_file_text(source);
     std::smatch match;
     if (!std::regex_search(text, match, std::regex(R"(hbm_sustained_bytes_per_cycle\s*=\s*([0-9.]+))"))) {
         throw Error(ErrorKind::io, "cannot read hbm_sustained_bytes_per_cycle from " + source.string());
