@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -236,7 +237,8 @@ void CampaignDriver::Impl::step_kernel(KernelRuntime& kernel) {
     }
 }
 
-std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& kernel, std::int64_t step) {
+std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& kernel, std::int64_t step,
+                                                              bool may_exhaust) {
     std::string blocked_by;
     search::ProposalRequest request;
     request.templates = open_templates(kernel, &blocked_by);
@@ -258,6 +260,7 @@ std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& ker
         if (--kernel.reopen_steps_left == 0) kernel.reopened_terms.clear();  // saved with this step
     }
     if (auto proposal = kernel.search.next_proposal(request)) return proposal;
+    if (!may_exhaust) return std::nullopt;
     kernel.state = KernelState::exhausted;
     kernel.reason = "no role has a new design to propose";
     store::Transaction transaction = records.store().database().transaction();
@@ -279,24 +282,38 @@ bool CampaignDriver::Impl::plain_search_step(const KernelRuntime& kernel) {
 }
 
 void CampaignDriver::Impl::step_round(KernelRuntime& first) {
-    // Plan: one search step per kernel, in the order the serial loop would pick them, each
-    // proposal seeded by its place in the round, so that the plan depends on nothing a device
-    // returns during the round.
+    // Plan: search steps taken from the kernels in the order the serial loop would pick them,
+    // round-robin while builders are left, each proposal seeded by its place in the round, so
+    // that the plan depends on nothing a device returns during the round.
     const auto& workers = options.parallel_evaluators;
     std::size_t limit = workers.size();
     if (options.max_steps) {  // a step limit holds within a round too
         limit = std::min<std::size_t>(limit, static_cast<std::size_t>(std::max<std::int64_t>(
                                                  1, *options.max_steps - counters.steps_this_run)));
     }
-    std::vector<PreparedStep> steps;
-    std::vector<const KernelRuntime*> taken;
-    for (KernelRuntime* kernel = &first; kernel && steps.size() < limit;) {
-        taken.push_back(kernel);
-        if (auto proposal = propose(*kernel, counters.step + static_cast<std::int64_t>(steps.size()))) {
-            steps.push_back(prepare_step(*kernel, *proposal));
+    std::vector<KernelRuntime*> order;
+    {
+        std::vector<const KernelRuntime*> taken;
+        for (KernelRuntime* kernel = &first; kernel && order.size() < limit;) {
+            order.push_back(kernel);
+            taken.push_back(kernel);
+            kernel = pick_kernel(taken);
+            if (kernel && !plain_search_step(*kernel)) break;  // a baseline, port or queued step: served alone next
         }
-        kernel = pick_kernel(taken);
-        if (kernel && !plain_search_step(*kernel)) break;  // a baseline, port or queued step: served alone next
+    }
+    std::vector<PreparedStep> steps;
+    std::map<const KernelRuntime*, int> in_round;  // candidates per kernel planned so far
+    for (std::size_t turn = 0; steps.size() < limit && !order.empty(); ++turn) {
+        KernelRuntime* kernel = order[turn % order.size()];
+        const bool first_of_kernel = in_round[kernel] == 0;
+        auto proposal = propose(*kernel, counters.step + static_cast<std::int64_t>(steps.size()), first_of_kernel);
+        if (!proposal) {  // nothing more of this kernel in this round
+            order.erase(std::find(order.begin(), order.end(), kernel));
+            continue;
+        }
+        kernel->search.mark_known(proposal->design.content_hash);  // in flight: not proposed again
+        in_round[kernel] += 1;
+        steps.push_back(prepare_step(*kernel, *proposal));
     }
     if (steps.empty()) return;
     // Measure: each step on its own evaluator and thread; the budgets are shared out first.
@@ -322,8 +339,12 @@ void CampaignDriver::Impl::step_round(KernelRuntime& first) {
     // (an interrupt, the store) is not committed, the others are, and the error is raised after.
     for (std::size_t idx = 0; idx < steps.size(); ++idx) {
         if (!measured[idx]) continue;
+        KernelRuntime& kernel = *steps[idx].kernel;
+        if (steps[idx].opponent && kernel.champion_design_id != steps[idx].opponent->candidate.design_id) {
+            steps[idx].replaced_by = kernel.champion_design_id;  // its opponent is no longer the champion
+        }
         finish_step(steps[idx], *workers[idx], 0);
-        revalidate_when_due(*steps[idx].kernel);
+        revalidate_when_due(kernel);
     }
     for (const auto& failure : failures) {
         if (failure) std::rethrow_exception(failure);
@@ -393,7 +414,7 @@ bool CampaignDriver::Impl::step_resumed(KernelRuntime& kernel) {
     proposal.design = *design;
     proposal.role = entry.role;
     proposal.move = entry.move;
-    proposal.reason = entry.reason.rfind("resumed: ", 0) == 0
+    proposal.reason = entry.reason.rfind("resumed: ", 0) == 0 || entry.reason.rfind("re-raced: ", 0) == 0
                           ? entry.reason
                           : fmt::format("resumed: cut short by a budget in an earlier run; {}", entry.reason);
     evaluate_step(kernel, proposal);

@@ -74,6 +74,8 @@ struct PreparedStep {
     std::optional<eval::Champion> opponent;
     bool measure_only = false;  ///< a port: checked and measured without an opponent
     bool unclear = false;       ///< a port's measurement was not clearly below the baseline's
+    /// Raced against a champion that an earlier step of its round replaced: an accept is stale.
+    std::optional<std::int64_t> replaced_by;
     eval::Outcome outcome;
 };
 
@@ -199,15 +201,19 @@ struct CampaignDriver::Impl {
     void step_kernel(KernelRuntime& kernel);
 
     /// The search's next proposal for `kernel`, its seeds drawn for step `step`; none when the
-    /// kernel is blocked or exhausted (then recorded so).
-    std::optional<search::Proposal> propose(KernelRuntime& kernel, std::int64_t step);
+    /// kernel is blocked or exhausted (then recorded so, unless `may_exhaust` is false: a further
+    /// candidate of a kernel with a step already in flight, whose outcome may give the search more).
+    std::optional<search::Proposal> propose(KernelRuntime& kernel, std::int64_t step, bool may_exhaust = true);
     /// After an accept: the champion re-raced against its predecessor when enough accepts passed.
     void revalidate_when_due(KernelRuntime& kernel);
     /// A kernel whose next step is a plain search step (no baseline, port, resumed or queued
     /// step first): the kind a parallel round may take.
     bool plain_search_step(const KernelRuntime& kernel);
-    /// A round of the pipeline, `first` first: up to parallel_evaluators.size() search steps of
-    /// different kernels, evaluated at once and committed in the order planned.
+    /// A round of the pipeline, `first` first: up to parallel_evaluators.size() search steps,
+    /// taken from the kernels in the serial loop's order, round-robin (several candidates of one
+    /// kernel when builders outnumber kernels), evaluated at once and committed in the order
+    /// planned. A candidate accepted against a champion that an earlier step of the same round
+    /// replaced is stale: recorded inconclusive and raced again against the new champion next.
     void step_round(KernelRuntime& first);
 
     /// Late in the campaign (age ≥ strict_after) the evaluator switches to its strict preset: a

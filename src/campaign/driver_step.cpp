@@ -164,6 +164,19 @@ eval::StepVerdict CampaignDriver::Impl::finish_step(PreparedStep& step, Evaluato
     port_unclear = step.unclear;
     StepDecision decision =
         decide_step(kernel, proposal, design_id, step.parent, std::move(step.outcome), fixit_depth);
+    // A candidate of a parallel round accepted against the champion the round began with, when an
+    // earlier step of the round replaced that champion: its win says nothing about the new one.
+    const bool stale = step.replaced_by && decision.becomes_champion;
+    if (stale) {
+        decision.becomes_champion = false;
+        decision.fix_again = false;
+        decision.verdict = eval::StepVerdict::inconclusive;
+        decision.new_champion_cycles = decision.champion_before;
+        decision.edge.verdict = std::string(eval::step_verdict_name(decision.verdict));
+        decision.edge.final_reason = fmt::format(
+            "stale: {}; but design {} replaced that champion earlier in the same round: raced again against it next",
+            decision.edge.final_reason, *step.replaced_by);
+    }
     learn_from_step(kernel, proposal, decision);
     account_step(kernel, decision);
     std::int64_t link_id = 0;
@@ -181,6 +194,18 @@ eval::StepVerdict CampaignDriver::Impl::finish_step(PreparedStep& step, Evaluato
                                       {"design_id", design_id},
                                       {"reason", decision.edge.final_reason},
                                       {"then", "evaluated again first when the campaign next runs"}});
+        } else if (stale) {
+            auto queue = read_resume_queue(records.trees(), kernel.name());
+            queue.push_back({design_id, proposal.role, proposal.move,
+                             fmt::format("re-raced: accepted against design {}, which design {} replaced in the "
+                                         "same round; {}",
+                                         step.opponent->candidate.design_id, *step.replaced_by, proposal.reason)});
+            write_resume_queue(records.trees(), kernel.name(), queue);
+            records.emit("step_stale", {{"kernel", kernel.name()},
+                                        {"design_id", design_id},
+                                        {"opponent", step.opponent->candidate.design_id},
+                                        {"replaced_by", *step.replaced_by},
+                                        {"then", "raced again against the new champion next"}});
         }
     });
     counters.steps_this_run += 1;

@@ -359,7 +359,7 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
     };
     driver_options.porter_factory = make_porter_factory(workspace, llm, step);
     campaign::CampaignDriver driver(*workspace.store, evaluator, workspace.kernel_setups(), driver_options, model,
-                                    rule_check, make_role_factory(workspace, llm, step));
+                                    rule_check, overrides.roles ? overrides.roles : make_role_factory(workspace, llm, step));
     return driver.run();
 }
 

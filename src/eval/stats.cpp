@@ -78,6 +78,16 @@ double trimmed_mean(std::span<const double> values, double trim_fraction) {
 
 // ---- distributions ----------------------------------------------------------------------------
 
+std::pair<double, double> wilson_interval(std::size_t successes, std::size_t trials, double level) {
+    if (trials == 0) return {0.0, 1.0};
+    const double z = normal_quantile(0.5 + level / 2.0);
+    const double n = static_cast<double>(trials);
+    const double p = static_cast<double>(successes) / n;
+    const double centre = (p + z * z / (2 * n)) / (1 + z * z / n);
+    const double half = z * std::sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n);
+    return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
 double binomial_cdf(std::size_t successes, std::size_t trials, double prob) {
     require(prob >= 0.0 && prob <= 1.0, "binomial_cdf", "a probability in [0, 1]");
     if (successes >= trials) return 1.0;

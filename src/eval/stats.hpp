@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "numerics/least_squares.hpp"
@@ -51,6 +52,10 @@ using numerics::student_t_quantile;
 
 /// P(X <= successes) for X ~ Binomial(trials, prob), summed exactly in log space.
 double binomial_cdf(std::size_t successes, std::size_t trials, double prob);
+
+/// Wilson score interval for a proportion of `successes` in `trials` at confidence `level`
+/// ({0, 1} without trials): what an A/A false-accept rate is reported with.
+std::pair<double, double> wilson_interval(std::size_t successes, std::size_t trials, double level = 0.95);
 
 /// Which tail a test looks at.
 enum class Alternative { two_sided, less, greater };

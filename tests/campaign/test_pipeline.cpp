@@ -18,6 +18,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "campaign/driver.hpp"
 #include "campaign/pipeline.hpp"
@@ -246,6 +247,46 @@ TEST_CASE("a pipeline campaign stopped between rounds resumes without losing or 
         for (const auto& edge : trees.list_edges(kernel)) edge_runs += edge.device_runs;
     }
     CHECK(status.device_runs_used == edge_runs);
+}
+
+TEST_CASE("builders outnumbering kernels take several candidates of one kernel and a stale accept is raced again") {
+    ScratchDir templates("templates");
+    write_templates(templates.path);
+    std::vector<RunResult> runs;
+    int most_in_flight = 0;
+    ScratchDir dirs[2] = {ScratchDir("campaign"), ScratchDir("campaign")};
+    for (std::uint64_t delays : {7u, 8u}) {
+        Shared shared;
+        shared.delay_seed = delays;
+        runs.push_back(run_campaign(dirs[delays - 7].path, templates.path, shared, 6, 48));
+        most_in_flight = std::max(most_in_flight, shared.most_in_flight.load());
+    }
+    CHECK(most_in_flight > 3);              // more steps in flight than there are kernels
+    CHECK(runs[0].edges == runs[1].edges);  // still the same tree whatever the arrival order
+    auto store = store::CampaignStore::open(dirs[0].path / "campaign.db");
+    store::TreeStore trees(store.database());
+    // A stale accept's edge is replaced by its re-race (one edge per design), and an event says so.
+    int stale = 0;
+    for (const auto& event : store.list_events(100000)) {
+        if (event.kind != "step_stale") continue;
+        ++stale;
+        const auto payload = nlohmann::json::parse(event.payload_json);
+        const auto edge = trees.find_edge(payload.at("kernel"), payload.at("design_id"));
+        REQUIRE(edge.has_value());
+        CHECK(edge->final_reason.rfind("stale: ", 0) != 0);   // raced again since
+        CHECK(edge->parent_design_id != payload.at("opponent").get<std::int64_t>());  // against a newer champion
+    }
+    CHECK(runs[0].edges.size() + static_cast<std::size_t>(stale) == 48);
+    for (const auto& kernel : k_kernels) {
+        // Every accept, in commit order, was raced against the champion of its commit.
+        std::optional<std::int64_t> champion;
+        for (const auto& edge : trees.list_edges(kernel)) {
+            if (edge.verdict != "accepted") continue;
+            if (champion) CHECK_MESSAGE(edge.parent_design_id == champion, kernel, " step ", edge.step);
+            champion = edge.design_id;
+        }
+    }
+    CHECK(stale > 0);  // the toy search does make two faster candidates of one kernel in a round
 }
 
 /// A thread-safe device that records which slot (the `{device}` placeholder) each launch ran on.

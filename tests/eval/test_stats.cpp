@@ -163,3 +163,22 @@ TEST_CASE("least-squares fit refuses a rank-deficient or too small design") {
                          "fit_linear: expected X of full column rank", npuopt::Error);
     CHECK_THROWS_AS(fit_linear(Matrix(2, 2, 1.0), std::vector<double>(2, 1.0)), npuopt::Error);
 }
+
+TEST_CASE("Wilson interval for a proportion matches the closed form's published values") {
+    // 0 of 100 at 95 %: [0, 0.0370]; 5 of 100: [0.0215, 0.1118]; 50 of 100: [0.4038, 0.5962].
+    auto [lo0, hi0] = wilson_interval(0, 100);
+    CHECK(lo0 < 1e-12);
+    CHECK(hi0 == doctest::Approx(0.0370).epsilon(2e-3));
+    auto [lo5, hi5] = wilson_interval(5, 100);
+    CHECK(lo5 == doctest::Approx(0.0215).epsilon(3e-3));
+    CHECK(hi5 == doctest::Approx(0.1118).epsilon(3e-3));
+    auto [lo50, hi50] = wilson_interval(50, 100);
+    CHECK(lo50 == doctest::Approx(0.4038).epsilon(1e-3));
+    CHECK(hi50 == doctest::Approx(0.5962).epsilon(1e-3));
+    auto [lo_none, hi_none] = wilson_interval(0, 0);
+    CHECK(lo_none == 0.0);
+    CHECK(hi_none == 1.0);
+    auto [lo99, hi99] = wilson_interval(5, 100, 0.99);
+    CHECK(lo99 < lo5);
+    CHECK(hi99 > hi5);
+}

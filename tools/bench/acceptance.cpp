@@ -303,19 +303,8 @@ struct Scenario {
     std::vector<RaceRecord> records;
 };
 
-/// Wilson score interval for k successes of n at 95%.
-std::pair<double, double> wilson(std::size_t successes, std::size_t trials) {
-    if (trials == 0) return {0.0, 1.0};
-    const double z = 1.959963984540054;
-    const double n = static_cast<double>(trials);
-    const double p = static_cast<double>(successes) / n;
-    const double centre = (p + z * z / (2 * n)) / (1 + z * z / n);
-    const double half = z * std::sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n);
-    return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
-}
-
 nlohmann::json rate_json(std::size_t successes, std::size_t trials) {
-    const auto [lower, upper] = wilson(successes, trials);
+    const auto [lower, upper] = wilson_interval(successes, trials);
     return {{"rate", trials ? static_cast<double>(successes) / static_cast<double>(trials) : 0.0},
             {"count", successes},
             {"of", trials},

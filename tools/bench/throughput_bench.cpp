@@ -3,9 +3,8 @@
 // same campaign (knowledge base built once, same seed) and spends the same device-run budget:
 //
 //   serial       builders 1, devices 1 (the loop as it was: one step at a time)
-//   b2 d1        two steps in flight (each compiles and checks its own design), one device slot
-//   b2 d2        two steps in flight, two device slots
-//   b3 d3        three steps in flight (one per kernel: the most a round takes), three slots
+//   bB dD        B steps in flight (each compiles and checks its own design; with more builders
+//                than kernels a round takes several candidates of one kernel), D device slots
 //
 // Printed per configuration: wall seconds; device runs and designs (steps) evaluated per hour;
 // device utilisation = the launches' wall seconds ÷ (wall seconds × device slots), i.e. the share
@@ -13,11 +12,18 @@
 // The simulator sleeps launch_overhead_ms per repeat (a device's latency, no CPU): that is what
 // parallel slots overlap, while compiling (rustc) and simulating compete for this machine's cores.
 //
+// Then the A/A check under the pipeline: a campaign of attention_output whose only role proposes
+// copies of the champion (its source with a comment: the same kernel, so every accept is false),
+// run through the campaign's own cascade serially and under the pipeline; the share of races that
+// accepted, with a 95 % Wilson interval, per configuration.
+//
 // A copy of the default profile with max_concurrent_runs raised to 4 is used, so that the
 // simulator's own slot locks never cap the devices asked for. Only this program reads it.
 //
 //   npuopt_bench_throughput [--json] [--device-runs N (per kernel; default 40)] [--work DIR]
-//                           [--configs serial,b2d1,b2d2,b3d3,slurm-serial,slurm-b3d3] [--knowledge-dir DIR]
+//                           [--configs serial,b2d1,b2d2,b4d2,b4d4,slurm-serial,slurm-b3d3]
+//                           [--aa N (copies per configuration; default 100, 0: none)]
+//                           [--aa-configs serial,b4d4] [--knowledge-dir DIR]
 
 #include <chrono>
 #include <cstdlib>
@@ -42,6 +48,9 @@
 #include "core/files.hpp"
 #include "core/log.hpp"
 #include "eval/speed_of_light.hpp"
+#include "eval/stats.hpp"
+#include "search/design.hpp"
+#include "search/roles.hpp"
 #include "store/campaign_store.hpp"
 #include "store/tree_store.hpp"
 #include "target/toolchain.hpp"
@@ -144,6 +153,71 @@ Measured run_config(const fs::path& dir, const std::optional<fs::path>& knowledg
     return measured;
 }
 
+/// Copies of the champion: its source with a comment naming the step, so a new design of the
+/// same kernel. An accept of one is a false accept.
+class AaCopyRole final : public search::Role {
+public:
+    std::string name() const override { return "aa-copy"; }
+    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
+        if (!context.champion) return {};
+        const search::Design& champion = *context.champion;
+        std::string source = champion.source;
+        if (const auto mark = source.find("\n// a/a copy "); mark != std::string::npos) source.resize(mark);
+        search::Proposal proposal;
+        proposal.design = search::design_from_source(champion.target, champion.kernel, champion.shape_text,
+                                                     source + fmt::format("\n// a/a copy {}\n", context.seed),
+                                                     "aa-copy", champion.source_extension);
+        proposal.role = name();
+        proposal.move = "a/a copy";
+        proposal.reason = "the champion's source with a comment: the same kernel, so an accept is false";
+        return {proposal};
+    }
+};
+
+struct AaMeasured {
+    double wall_secs = 0.0;
+    std::int64_t races = 0;       ///< A/A steps measured against the champion (screen or race)
+    std::int64_t accepted = 0;    ///< races that accepted (committed, or stale in their round)
+    std::int64_t stale = 0;       ///< of those, accepted against a champion its round had replaced
+    std::int64_t device_runs = 0;
+};
+
+AaMeasured run_aa(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile,
+                  const Config& config, std::int64_t copies) {
+    auto workspace = open(dir, knowledge_dir, profile, config.slurm);
+    campaign::RunOverrides overrides;
+    overrides.max_steps = copies + 1;  // the baseline first
+    overrides.device_runs = copies * 64;
+    overrides.stop_requested = [] { return false; };
+    overrides.parallel = config::ParallelConfig{config.builders, config.devices};
+    overrides.roles = [](const std::string&) {
+        std::vector<std::unique_ptr<search::Role>> roles;
+        roles.push_back(std::make_unique<AaCopyRole>());
+        return roles;
+    };
+    const auto start = std::chrono::steady_clock::now();
+    campaign::run_workspace(workspace, overrides);
+    AaMeasured measured;
+    measured.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    store::TreeStore trees(workspace.store->database());
+    for (const auto& edge : trees.list_edges("attention_output")) {
+        if (edge.role != "aa-copy") continue;
+        measured.device_runs += edge.device_runs;
+        // Measured against the champion: accepted, rejected (screen or race) or a race without a decision.
+        if (edge.verdict == "accepted" || edge.verdict == "rejected" || edge.verdict == "inconclusive") {
+            measured.races += 1;
+        }
+        if (edge.verdict == "accepted") measured.accepted += 1;
+    }
+    for (const auto& event : workspace.store->list_events(1000000)) {
+        if (event.kind != "step_stale") continue;  // its edge was replaced by the re-race
+        measured.stale += 1;
+        measured.races += 1;
+        measured.accepted += 1;
+    }
+    return measured;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,6 +229,8 @@ int main(int argc, char** argv) {
     std::optional<fs::path> knowledge_dir;
     fs::path work = fs::path(NPUOPT_BUILD_DIR) / "bench-throughput";
     std::vector<Config> configs;
+    std::vector<Config> aa_configs;
+    std::int64_t aa_copies = 100;
     for (int arg_idx = 1; arg_idx < argc; ++arg_idx) {
         const std::string arg = argv[arg_idx];
         auto value = [&]() -> std::string {
@@ -166,22 +242,28 @@ int main(int argc, char** argv) {
             else if (arg == "--device-runs") runs = std::stoll(value());
             else if (arg == "--knowledge-dir") knowledge_dir = value();
             else if (arg == "--work") work = fs::absolute(value());
-            else if (arg == "--configs") {
+            else if (arg == "--aa") aa_copies = std::stoll(value());
+            else if (arg == "--configs" || arg == "--aa-configs") {
                 std::stringstream items(value());
                 std::string item;
-                while (std::getline(items, item, ',')) if (!item.empty()) configs.push_back(parse_config(item));
+                auto& into = arg == "--configs" ? configs : aa_configs;
+                while (std::getline(items, item, ',')) if (!item.empty()) into.push_back(parse_config(item));
             } else throw Error(ErrorKind::invalid_input, "unknown argument " + arg);
             if (runs <= 0) throw Error(ErrorKind::invalid_input, "--device-runs must be positive");
+            if (aa_copies < 0) throw Error(ErrorKind::invalid_input, "--aa must be 0 or more");
         } catch (const std::exception& error) {
             std::cerr << "npuopt_bench_throughput: error: " << error.what() << '\n';
             return 2;
         }
     }
     if (configs.empty()) {
-        for (const char* name : {"serial", "b2d1", "b2d2", "b3d3"}) configs.push_back(parse_config(name));
+        for (const char* name : {"serial", "b2d1", "b2d2", "b4d2", "b4d4"}) configs.push_back(parse_config(name));
         if (std::getenv("SLURM_CONF")) {  // a cluster to run through: the same side by side
             for (const char* name : {"slurm-serial", "slurm-b3d3"}) configs.push_back(parse_config(name));
         }
+    }
+    if (aa_configs.empty()) {
+        for (const char* name : {"serial", "b4d4"}) aa_configs.push_back(parse_config(name));
     }
     try {
         const auto root = config::locate_knowledge_dir(knowledge_dir);
@@ -262,18 +344,72 @@ int main(int argc, char** argv) {
                                  measured.wall_secs, runs_per_hour, designs_per_hour, 100.0 * busy,
                                  serial_rate > 0 ? fmt::format("{:.2f}x", runs_per_hour / serial_rate) : "-", ratio_text);
         }
+        // The A/A check: the same cascade, copies of the champion only, serially and in the pipeline.
+        nlohmann::json aa_rows = nlohmann::json::array();
+        std::string aa_table;
+        if (aa_copies > 0) {
+            aa_table = fmt::format("\nA/A under the pipeline (attention_output, copies of the champion: every accept "
+                                   "is false)\n{:<13} {:>7} {:>9} {:>7} {:>22} {:>13} {:>8}\n",
+                                   "config", "steps", "accepted", "stale", "false accept [95% CI]", "runs per step",
+                                   "wall s");
+            const fs::path aa_seed = work / "aa-seed";
+            fs::remove_all(aa_seed);
+            fs::copy(seed_dir, aa_seed, fs::copy_options::recursive);
+            std::ofstream(aa_seed / std::string(config::k_campaign_file_name), std::ios::trunc)
+                << std::regex_replace(config::campaign_yaml_template("npu-sim", {"attention_output"}, 1),
+                                      std::regex(R"(\nkernels: \[\])"), "\nkernels: [attention_output]");
+            for (const auto& config : aa_configs) {
+                const fs::path dir = work / ("aa-" + config.name);
+                fs::remove_all(dir);
+                fs::copy(aa_seed, dir, fs::copy_options::recursive);
+                std::cerr << fmt::format("A/A {}: {} copies with {} builder(s), {} device slot(s) …\n", config.name,
+                                         aa_copies, config.builders, config.devices);
+                AaMeasured measured;
+                try {
+                    measured = run_aa(dir, knowledge_dir, profile, config, aa_copies);
+                } catch (const std::exception& error) {
+                    std::cerr << fmt::format("A/A {}: failed: {}\n", config.name, error.what());
+                    aa_rows.push_back({{"config", config.name}, {"error", error.what()}});
+                    aa_table += fmt::format("{:<13} failed: {}\n", config.name, error.what());
+                    continue;
+                }
+                const auto [lower, upper] = eval::wilson_interval(static_cast<std::size_t>(measured.accepted),
+                                                                  static_cast<std::size_t>(measured.races));
+                const double rate = measured.races > 0 ? static_cast<double>(measured.accepted) /
+                                                             static_cast<double>(measured.races)
+                                                       : 0.0;
+                const double runs_per_race = measured.races > 0 ? static_cast<double>(measured.device_runs) /
+                                                                      static_cast<double>(measured.races)
+                                                                : 0.0;
+                aa_rows.push_back({{"config", config.name},
+                                   {"executor", config.slurm ? "slurm" : "local"},
+                                   {"builders", config.builders},
+                                   {"devices", config.devices},
+                                   {"steps", measured.races},
+                                   {"accepted", measured.accepted},
+                                   {"stale", measured.stale},
+                                   {"false_accept_rate", rate},
+                                   {"ci95", {lower, upper}},
+                                   {"device_runs", measured.device_runs},
+                                   {"wall_secs", measured.wall_secs}});
+                aa_table += fmt::format("{:<13} {:>7} {:>9} {:>7} {:>8.3f} [{:.3f}, {:.3f}] {:>13.1f} {:>8.1f}\n",
+                                        config.name, measured.races, measured.accepted, measured.stale, rate, lower,
+                                        upper, runs_per_race, measured.wall_secs);
+            }
+        }
         const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
         nlohmann::json out = {{"benchmark", "throughput"},
                               {"device_runs_per_kernel", runs},
                               {"cores", cores},
                               {"profile", "default.profile, max_concurrent_runs = 4 (launch_overhead_ms as shipped)"},
-                              {"configs", rows}};
+                              {"configs", rows},
+                              {"aa", {{"kernel", "attention_output"}, {"copies", aa_copies}, {"configs", aa_rows}}}};
         if (json) {
             std::cout << out.dump(2) << '\n';
         } else {
-            std::cout << table
-                      << fmt::format("{} cores here: compiling and simulating share them; a step in flight per kernel "
-                                     "at most ({} kernels)\n",
+            std::cout << table << aa_table
+                      << fmt::format("{} cores here: compiling and simulating share them; {} kernels, so builders "
+                                     "beyond that take several candidates of one kernel a round\n",
                                      cores, kernels.kernels.size());
         }
         return 0;
