@@ -103,6 +103,8 @@ std::shared_ptr<proc::Executor> make_executor(const config::ExecutorConfig& conf
     options.time_limit = config.time_limit;
     options.retries = static_cast<int>(config.retries);
     options.queue_timeout_secs = config.queue_timeout_secs;
+    options.array_size = static_cast<int>(config.array_size);
+    options.worker_idle_secs = config.worker_idle_secs;
     if (const char* worker = std::getenv("NPUOPT_SLURM_WORKER")) options.worker = worker;
     return std::make_shared<proc::SlurmExecutor>(options);
 }

@@ -16,6 +16,7 @@
 #include "cli/registry.hpp"
 
 #include "proc/executor.hpp"
+#include "proc/slurm.hpp"
 #include "cli/suggest.hpp"
 #include "core/error.hpp"
 
@@ -105,6 +106,24 @@ RegisteredCommand register_exec_call(CLI::App& app) {
     sub->add_option("result", files->second, "Where its result goes (JSON, written atomically)")->required();
     return {sub, [files](const GlobalOptions&) {
                 proc::execute_call_file(files->first, files->second);
+                return 0;
+            }};
+}
+
+/// `npuopt exec-worker POOL`: one task of the Slurm executor's worker pool (proc/slurm.hpp). Not
+/// for people: hidden from --help.
+RegisteredCommand register_exec_worker(CLI::App& app) {
+    struct State {
+        std::string pool;
+        double idle_secs = 120.0;
+    };
+    auto state = std::make_shared<State>();
+    auto* sub = app.add_subcommand("exec-worker", "Take toolchain calls from a pool's queue (the Slurm executor's worker)");
+    sub->group("");  // hidden
+    sub->add_option("pool", state->pool, "The pool directory")->required();
+    sub->add_option("--idle-secs", state->idle_secs, "End after this long without a call")->check(CLI::PositiveNumber);
+    return {sub, [state](const GlobalOptions&) {
+                proc::run_pool_worker(state->pool, state->idle_secs);
                 return 0;
             }};
 }
@@ -479,7 +498,7 @@ std::vector<RegisteredCommand> register_core_commands(CLI::App& app, const char*
     return {register_init(app),         register_doctor(app), register_status(app), register_kb(app),
             register_bench(app, argv0), register_run(app),    register_tree(app),   register_report(app),
             register_serve(app),        register_submit(app),       register_eval(app),   register_add(app),    register_demo(app),
-            register_exec_call(app)};
+            register_exec_call(app),    register_exec_worker(app)};
 }
 
 }  // namespace npuopt::cli

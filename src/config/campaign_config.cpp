@@ -190,7 +190,8 @@ ParallelConfig parse_parallel(const Fields& top) {
 
 ExecutorConfig parse_executor(const Fields& top) {
     ExecutorConfig config;
-    Fields executor = top.map("executor", {"kind", "partition", "account", "time_limit", "retries", "queue_timeout"});
+    Fields executor = top.map("executor", {"kind", "partition", "account", "time_limit", "retries", "queue_timeout",
+                                           "array_size", "worker_idle"});
     config.kind = executor.string_or("kind", config.kind);
     if (config.kind != "local" && config.kind != "slurm") {
         executor.fail_at("kind", fmt::format("'{}' is not an executor (local or slurm)", config.kind));
@@ -210,6 +211,16 @@ ExecutorConfig parse_executor(const Fields& top) {
         auto secs = parse_duration_secs(text);
         if (!secs || *secs <= 0) executor.fail_at("queue_timeout", fmt::format("'{}' is not a duration (e.g. 30m, 2h)", text));
         config.queue_timeout_secs = *secs;
+    }
+    config.array_size = executor.integer_or("array_size", config.array_size);
+    if (config.array_size < 0 || config.array_size > 10000) {
+        executor.fail_at("array_size", "expected an integer from 0 (a job per call) to 10000 (workers in the array)");
+    }
+    if (executor.has("worker_idle")) {
+        const std::string text = executor.string("worker_idle");
+        auto secs = parse_duration_secs(text);
+        if (!secs || *secs <= 0) executor.fail_at("worker_idle", fmt::format("'{}' is not a duration (e.g. 2m)", text));
+        config.worker_idle_secs = *secs;
     }
     return config;
 }
@@ -407,6 +418,8 @@ executor:
   time_limit: "10"      # sbatch --time per job
   retries: 2
   queue_timeout: 1h     # a job pending longer is cancelled and its call fails
+  array_size: 0         # > 0: a job array of this many workers takes the calls (no job per call)
+  worker_idle: 2m       # a worker of the array with no call for this long ends
 
 # Optional LLM (OpenAI-compatible chat-completions API: OpenAI, llama.cpp's server, vLLM, Ollama).
 # Without it every role uses its deterministic policy. Enabling it needs base_url, model and

@@ -105,6 +105,10 @@ struct ExecutorConfig {
     std::string time_limit = "10";///< sbatch --time per job (minutes, or [D-]HH:MM:SS)
     std::int64_t retries = 2;     ///< submissions after the first when a job ends without a result
     double queue_timeout_secs = 3600.0;  ///< a job pending longer is cancelled and its call fails
+    /// > 0: one job array of this many workers takes the calls from a queue (a call pays a file's
+    /// latency, not a job's); 0: each call its own job.
+    std::int64_t array_size = 0;
+    double worker_idle_secs = 120.0;     ///< a pool worker with no call for this long ends
 };
 
 /// campaign.yaml

@@ -48,6 +48,8 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.executor.time_limit == defaults.executor.time_limit);
     CHECK(campaign.executor.retries == defaults.executor.retries);
     CHECK(campaign.executor.queue_timeout_secs == doctest::Approx(3600.0));
+    CHECK(campaign.executor.array_size == 0);
+    CHECK(campaign.executor.worker_idle_secs == doctest::Approx(120.0));
     CHECK(campaign.dir == scratch.path());
 }
 
@@ -55,7 +57,8 @@ TEST_CASE("campaign.yaml: parallel and executor are read and their errors name t
     ScratchDir scratch;
     std::string file = (scratch.path() / "campaign.yaml").string();
     scratch.write("campaign.yaml", "target: t\nparallel: {builders: 3, devices: 2}\nexecutor: {kind: slurm, partition: gpu, "
-                                   "account: lab, time_limit: \"1-02:00:00\", retries: 0, queue_timeout: 30m}\n");
+                                   "account: lab, time_limit: \"1-02:00:00\", retries: 0, queue_timeout: 30m, "
+                                   "array_size: 8, worker_idle: 5m}\n");
     const auto campaign = config::load_campaign_config(file);
     CHECK(campaign.parallel.builders == 3);
     CHECK(campaign.parallel.devices == 2);
@@ -65,6 +68,8 @@ TEST_CASE("campaign.yaml: parallel and executor are read and their errors name t
     CHECK(campaign.executor.time_limit == "1-02:00:00");
     CHECK(campaign.executor.retries == 0);
     CHECK(campaign.executor.queue_timeout_secs == doctest::Approx(1800.0));
+    CHECK(campaign.executor.array_size == 8);
+    CHECK(campaign.executor.worker_idle_secs == doctest::Approx(300.0));
     auto load = [&](const std::string& text) {
         scratch.write("campaign.yaml", text);
         return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
@@ -75,6 +80,8 @@ TEST_CASE("campaign.yaml: parallel and executor are read and their errors name t
     CHECK(load("target: t\nexecutor: {time_limit: soon}\n").find("'executor.time_limit'") != std::string::npos);
     CHECK(load("target: t\nexecutor: {retries: -1}\n").find("'executor.retries'") != std::string::npos);
     CHECK(load("target: t\nexecutor: {array: 4}\n").find("unknown key 'executor.array'") != std::string::npos);
+    CHECK(load("target: t\nexecutor: {array_size: -2}\n").find("'executor.array_size'") != std::string::npos);
+    CHECK(load("target: t\nexecutor: {worker_idle: later}\n").find("'executor.worker_idle'") != std::string::npos);
 }
 
 TEST_CASE("campaign.yaml: a minimal file takes defaults, overrides resolve against the campaign dir") {

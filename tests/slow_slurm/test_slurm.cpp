@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -110,7 +111,7 @@ std::string submitted_job(const fs::path& spool, int attempt, double secs) {
 
 }  // namespace
 
-TEST_CASE("slurm: calls run as batch jobs, lost jobs are retried once each, orphans of a killed orchestrator are cancelled") {
+TEST_CASE("slurm: calls run as batch jobs or through a pool of workers, lost jobs are retried once each, orphans of a killed orchestrator are cancelled") {
     LocalCluster cluster;
     if (!cluster.up) {
         if (std::getenv("NPUOPT_REQUIRE_SLURM")) FAIL("NPUOPT_REQUIRE_SLURM is set but no cluster: " << cluster.why);
@@ -218,6 +219,99 @@ TEST_CASE("slurm: calls run as batch jobs, lost jobs are retried once each, orph
             CHECK_FALSE(fs::exists(call.path() / "attempt-1" / "read"));
         }
         CHECK(abandoned);
+    }
+
+    // A pool of workers (array_size 2): one job array serves calls from several threads; a worker
+    // task cancelled while it holds a call: the call is queued again and returns one result.
+    {
+        const fs::path spool = work.path() / "spool-pool";
+        auto options = options_for(spool);
+        options.array_size = 2;
+        options.worker_idle_secs = 60;
+        {
+            proc::SlurmExecutor executor(options);
+            std::vector<std::string> outputs(6);
+            {
+                std::vector<std::jthread> callers;
+                for (int idx = 0; idx < 6; ++idx) {
+                    callers.emplace_back([&, idx] {
+                        outputs[static_cast<std::size_t>(idx)] =
+                            executor.run(sh(fmt::format("echo call {}", idx), work.path())).stdout_text;
+                    });
+                }
+            }
+            for (int idx = 0; idx < 6; ++idx) CHECK(outputs[static_cast<std::size_t>(idx)] == fmt::format("call {}\n", idx));
+            CHECK(executor.submitted() == 1);  // one array for six calls
+            fs::path pool;
+            for (const auto& entry : fs::directory_iterator(spool)) {
+                if (entry.path().filename().string().rfind("pool-", 0) == 0) pool = entry.path();
+            }
+            REQUIRE_FALSE(pool.empty());
+            const auto in_flight = proc::jobs_in_flight(spool);
+            REQUIRE(in_flight.size() == 1);  // the pool's array, while its executor lives
+            CHECK(in_flight[0].job_id == read_text(pool / "array_job_id"));
+
+            const fs::path mark = work.path() / "pool.mark";
+            std::jthread canceller([&] {
+                if (!wait_for(mark, 60)) return;
+                for (const auto& entry : fs::directory_iterator(pool / "claimed")) {
+                    const std::string name = entry.path().filename().string();
+                    shell("scancel " + name.substr(0, name.find('~')));  // the task holding the call
+                }
+            });
+            const proc::Result result = executor.run(
+                sh(fmt::format("if [ -e '{0}' ]; then echo second; else : > '{0}'; sleep 100; echo first; fi", mark.string()),
+                   work.path()));
+            CHECK(result.ok());
+            CHECK(result.stdout_text == "second\n");
+            CHECK(executor.retried() == 1);
+            int lost = 0;
+            for (const auto& entry : fs::directory_iterator(pool / "lost")) {
+                if (entry.path().extension() == ".why") {
+                    ++lost;
+                    CHECK(read_text(entry.path()).find("CANCELLED") != std::string::npos);
+                }
+            }
+            CHECK(lost == 1);
+        }
+        CHECK(proc::jobs_in_flight(spool).empty());  // closed, its array cancelled
+    }
+
+    // An orchestrator with a pool killed with kill -9: the next executor cancels its array.
+    {
+        const fs::path spool = work.path() / "spool-pool-killed";
+        auto options = options_for(spool);
+        options.array_size = 1;
+        const pid_t child = ::fork();
+        if (child == 0) {
+            try {
+                proc::SlurmExecutor executor(options);
+                executor.run(sh("sleep 100", work.path()));
+            } catch (...) {
+            }
+            ::_exit(0);
+        }
+        std::string array;
+        for (int look = 0; look < 600 && array.empty(); ++look) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            if (!fs::is_directory(spool)) continue;
+            for (const auto& entry : fs::directory_iterator(spool)) {
+                if (fs::exists(entry.path() / "array_job_id")) array = read_text(entry.path() / "array_job_id");
+            }
+        }
+        REQUIRE_FALSE(array.empty());
+        ::kill(child, SIGKILL);
+        ::waitpid(child, nullptr, 0);
+        REQUIRE(proc::jobs_in_flight(spool).size() == 1);
+        proc::SlurmExecutor next(options_for(spool));
+        CHECK(proc::jobs_in_flight(spool).empty());
+        std::string state;
+        for (int look = 0; look < 50; ++look) {
+            state = proc::slurm_job_state(array);
+            if (state != "RUNNING" && state != "PENDING" && state != "COMPLETING") break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        CHECK(state == "CANCELLED");
     }
 
     // A campaign on npu-sim whose toolchain calls all go through Slurm (executor: slurm).

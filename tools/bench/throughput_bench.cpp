@@ -5,6 +5,8 @@
 //   serial       builders 1, devices 1 (the loop as it was: one step at a time)
 //   bB dD        B steps in flight (each compiles and checks its own design; with more builders
 //                than kernels a round takes several candidates of one kernel), D device slots
+//   slurm-…      the same with every toolchain call a Slurm job (when SLURM_CONF is set)
+//   pool-…       the same through a pool of B workers in one Slurm job array (executor.array_size)
 //
 // Printed per configuration: wall seconds; device runs and designs (steps) evaluated per hour;
 // device utilisation = the launches' wall seconds ÷ (wall seconds × device slots), i.e. the share
@@ -21,7 +23,7 @@
 // simulator's own slot locks never cap the devices asked for. Only this program reads it.
 //
 //   npuopt_bench_throughput [--json] [--device-runs N (per kernel; default 40)] [--work DIR]
-//                           [--configs serial,b2d1,b2d2,b4d2,b4d4,slurm-serial,slurm-b3d3]
+//                           [--configs serial,b2d1,b2d2,b4d2,b4d4,slurm-serial,slurm-b4d4,pool-serial,pool-b4d4]
 //                           [--aa N (copies per configuration; default 100, 0: none)]
 //                           [--aa-configs serial,b4d4] [--knowledge-dir DIR]
 
@@ -64,16 +66,19 @@ struct Config {
     std::string name;
     std::int64_t builders = 1;
     std::int64_t devices = 1;
-    bool slurm = false;  ///< every toolchain call a Slurm job (executor: slurm)
+    bool slurm = false;  ///< every toolchain call through Slurm (executor: slurm)
+    int array_size = 0;  ///< > 0: through a pool of that many workers (one job array), not a job per call
 };
 
 Config parse_config(const std::string& name) {
-    const bool slurm = name.rfind("slurm-", 0) == 0;
-    const std::string rest = slurm ? name.substr(6) : name;
-    if (rest == "serial") return {name, 1, 1, slurm};
+    const bool pool = name.rfind("pool-", 0) == 0;
+    const bool slurm = pool || name.rfind("slurm-", 0) == 0;
+    const std::string rest = pool ? name.substr(5) : slurm ? name.substr(6) : name;
+    if (rest == "serial") return {name, 1, 1, slurm, pool ? 1 : 0};
     std::smatch match;
     if (std::regex_match(rest, match, std::regex(R"(b([0-9]+)d([0-9]+))"))) {
-        Config config{name, std::stoll(match[1].str()), std::stoll(match[2].str()), slurm};
+        Config config{name, std::stoll(match[1].str()), std::stoll(match[2].str()), slurm, 0};
+        if (pool) config.array_size = static_cast<int>(config.builders);  // a worker per builder
         if (config.builders < 1 || config.devices < 1 || config.devices > config.builders) {
             throw Error(ErrorKind::invalid_input, fmt::format("--configs: {} needs 1 <= devices <= builders", name));
         }
@@ -99,11 +104,12 @@ fs::path write_profile(const fs::path& work, double* sustained) {
 }
 
 campaign::Workspace open(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile,
-                         bool slurm = false) {
+                         bool slurm = false, int array_size = 0) {
     auto workspace = campaign::open_workspace(dir, knowledge_dir);
     if (slurm) {
         config::ExecutorConfig executor;
         executor.kind = "slurm";
+        executor.array_size = array_size;
         workspace.executor = campaign::make_executor(executor, workspace.dir);
     }
     workspace.target.toolchain.env["NPU_SIM_PROFILE"] = profile.string();
@@ -132,7 +138,7 @@ struct Measured {
 
 Measured run_config(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile,
                     const Config& config, std::int64_t device_runs) {
-    auto workspace = open(dir, knowledge_dir, profile, config.slurm);
+    auto workspace = open(dir, knowledge_dir, profile, config.slurm, config.array_size);
     const auto before = campaign::campaign_status(*workspace.store);
     const double device_secs_before = device_secs_of(*workspace.store);
     campaign::RunOverrides overrides;
@@ -184,7 +190,7 @@ struct AaMeasured {
 
 AaMeasured run_aa(const fs::path& dir, const std::optional<fs::path>& knowledge_dir, const fs::path& profile,
                   const Config& config, std::int64_t copies) {
-    auto workspace = open(dir, knowledge_dir, profile, config.slurm);
+    auto workspace = open(dir, knowledge_dir, profile, config.slurm, config.array_size);
     campaign::RunOverrides overrides;
     overrides.max_steps = copies + 1;  // the baseline first
     overrides.device_runs = copies * 64;
@@ -259,7 +265,9 @@ int main(int argc, char** argv) {
     if (configs.empty()) {
         for (const char* name : {"serial", "b2d1", "b2d2", "b4d2", "b4d4"}) configs.push_back(parse_config(name));
         if (std::getenv("SLURM_CONF")) {  // a cluster to run through: the same side by side
-            for (const char* name : {"slurm-serial", "slurm-b3d3"}) configs.push_back(parse_config(name));
+            for (const char* name : {"slurm-serial", "slurm-b4d4", "pool-serial", "pool-b4d4"}) {
+                configs.push_back(parse_config(name));
+            }
         }
     }
     if (aa_configs.empty()) {
@@ -329,7 +337,8 @@ int main(int argc, char** argv) {
                 ratio_text += fmt::format("{} {:.3f}  ", kernel, ratio);
             }
             rows.push_back({{"config", config.name},
-                            {"executor", config.slurm ? "slurm" : "local"},
+                            {"executor", config.array_size > 0 ? "slurm pool" : config.slurm ? "slurm" : "local"},
+                            {"array_size", config.array_size},
                             {"builders", config.builders},
                             {"devices", config.devices},
                             {"wall_secs", measured.wall_secs},
@@ -382,7 +391,7 @@ int main(int argc, char** argv) {
                                                                       static_cast<double>(measured.races)
                                                                 : 0.0;
                 aa_rows.push_back({{"config", config.name},
-                                   {"executor", config.slurm ? "slurm" : "local"},
+                                   {"executor", config.array_size > 0 ? "slurm pool" : config.slurm ? "slurm" : "local"},
                                    {"builders", config.builders},
                                    {"devices", config.devices},
                                    {"steps", measured.races},
