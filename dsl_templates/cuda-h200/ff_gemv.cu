@@ -9,6 +9,10 @@
 // block applies RMSNorm + post_norm + residual and leaves the workspace zeroed. XSRC 1 (both passes):
 // no shared-memory prologue; the operand (x * ffn_norm, h) is read through L1 in the loop, and pass
 // 1's warps scale their sums by 1/rms(x) afterwards.
+// EPI 1 (the down pass's distributed epilogue, as in ao_gemv): plain stores per K chunk, grid
+// barriers over the co-resident grid, every block adds the DSPLITK slices of its own rows in chunk
+// order, writes its rows' sum of squares into a slot, and after the second barrier adds all slots
+// in one fixed order (bitwise deterministic) and normalises + adds the residual for its own rows.
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -20,6 +24,7 @@
 #define DBPS ${DBPS}
 #define LOADHINT ${LOADHINT}
 #define XSRC ${XSRC}
+#define EPI ${EPI}
 
 __device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
 #if LOADHINT == 0
@@ -141,7 +146,7 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 }
 
 template <int NB>
-__global__ void __launch_bounds__(WARPS * 32) ff_up(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ ffn_norm,
+__global__ void __launch_bounds__(WARPS * 32, BPS) ff_up(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ ffn_norm,
                                                    const __nv_bfloat16* __restrict__ w_gate, const __nv_bfloat16* __restrict__ w_up,
                                                    __nv_bfloat16* __restrict__ h, int F, int H) {
     extern __shared__ uint4 xs[];
@@ -208,8 +213,116 @@ __global__ void __launch_bounds__(WARPS * 32) ff_up(const __nv_bfloat16* __restr
     }
 }
 
+/// Grid-wide barrier for a co-resident grid: bar[0] counts arrivals (reset by the last arriver),
+/// bar[1] is a generation number that only grows, so no reset is needed between launches.
+__device__ __forceinline__ void grid_barrier(unsigned* bar) {
+    __threadfence();  // this thread's stores before the block's arrival
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* gen = bar + 1;
+        const unsigned my_gen = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == my_gen) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/// EPI 1: the down pass with the distributed epilogue (see the header); h is the up pass's output. part: DSPLITK slices of [NB][N] fp32; slots:
+/// [gridDim.x][NB] fp32; bar: tw_down w_downrds.
 template <int NB>
-__global__ void __launch_bounds__(WARPS * 32) ff_down(const __nv_bfloat16* __restrict__ h, const __nv_bfloat16* __restrict__ x,
+__global__ void __launch_bounds__(WARPS * 32, DBPS) ff_dist(const __nv_bfloat16* __restrict__ h, const __nv_bfloat16* __restrict__ residual,
+                                                         const __nv_bfloat16* __restrict__ w_down, const __nv_bfloat16* __restrict__ post_norm,
+                                                         __nv_bfloat16* __restrict__ out, float* part, float* slots, unsigned* bar, int N, int K) {
+    extern __shared__ uint4 xs[];
+    const int chunk = blockIdx.x % DSPLITK, bi = blockIdx.x / DSPLITK;
+    const int bc = gridDim.x / DSPLITK;
+    const int kc = K / DSPLITK, kbeg = chunk * kc, kvec = kc / 8;
+    if (XSRC == 0) {
+        for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
+            const int b = i / kvec, j = i - b * kvec;
+            xs[i] = __ldcg(reinterpret_cast<const uint4*>(h + size_t(b) * K + kbeg) + j);
+        }
+        __syncthreads();
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long wc = long(bc) * WARPS, gw = long(bi) * WARPS + warp, groups = N / DROWS;
+    const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
+    float* my_part = part + size_t(chunk) * NB * N;
+    for (long g = g0; g < g1; ++g) {
+        const int r0 = int(g) * DROWS;
+        const __nv_bfloat16* rows[DROWS];
+#pragma unroll
+        for (int r = 0; r < DROWS; ++r) rows[r] = w_down + size_t(r0 + r) * K + kbeg;
+        float acc[DROWS][NB] = {};
+        gemv_rows<NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
+                                              XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < DROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b) my_part[size_t(b) * N + r0 + r] = acc[r][b];
+        }
+    }
+    // the rows this block normalises: with DSPLITK 1 the ones its own warps computed (no barrier
+    // needed to read them), otherwise an even share of all rows after the first barrier
+    int rbeg, rend;
+    if (DSPLITK == 1) {
+        rbeg = int(long(bi) * WARPS * groups / wc) * DROWS;
+        rend = int(long(bi + 1) * WARPS * groups / wc) * DROWS;
+        __syncthreads();
+    } else {
+        grid_barrier(bar);
+        rbeg = int(long(blockIdx.x) * N / gridDim.x);
+        rend = int(long(blockIdx.x + 1) * N / gridDim.x);
+    }
+    float ss[NB] = {};
+    for (int i = rbeg + int(threadIdx.x); i < rend; i += blockDim.x)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            float y = 0;
+#pragma unroll
+            for (int c = 0; c < DSPLITK; ++c) y += __ldcg(part + (size_t(c) * NB + b) * N + i);
+            ss[b] = fmaf(y, y, ss[b]);
+        }
+    block_sums<NB>(ss);
+    if (threadIdx.x == 0)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) slots[size_t(blockIdx.x) * NB + b] = ss[b];
+    grid_barrier(bar + 2);
+    __shared__ float s_scale[NB];
+    if (warp == 0) {  // every block adds the slots in the same order: lane l takes l, l + 32, ...
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            float t = 0;
+            for (int j = lane; j < int(gridDim.x); j += 32) t += __ldcg(slots + size_t(j) * NB + b);
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) t += __shfl_xor_sync(0xffffffffu, t, offset);
+            if (lane == 0) s_scale[b] = rsqrtf(t / N + 1e-6f);
+        }
+    }
+    __syncthreads();
+    for (int i = rbeg + int(threadIdx.x); i < rend; i += blockDim.x) {
+        const float w = __bfloat162float(post_norm[i]);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const size_t at = size_t(b) * N + i;
+            float y = 0;
+#pragma unroll
+            for (int c = 0; c < DSPLITK; ++c) y += __ldcg(part + size_t(c) * NB * N + at);
+            out[at] = __float2bfloat16(__bfloat162float(residual[at]) + y * s_scale[b] * w);
+        }
+    }
+}
+
+template <int NB>
+__global__ void __launch_bounds__(WARPS * 32, DBPS) ff_down(const __nv_bfloat16* __restrict__ h, const __nv_bfloat16* __restrict__ x,
                                                      const __nv_bfloat16* __restrict__ w_down, const __nv_bfloat16* __restrict__ post_norm,
                                                      __nv_bfloat16* __restrict__ out, float* acc_buf, unsigned* counter, int N, int K) {
     extern __shared__ uint4 xs[];
@@ -276,9 +389,13 @@ __global__ void __launch_bounds__(WARPS * 32) ff_down(const __nv_bfloat16* __res
 
 static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 static size_t h_bytes(const NpuoptCtx* c) { return round256(size_t(npuopt_shape(c, "batch")) * npuopt_shape(c, "ffn") * 2); }
-static size_t acc_bytes(const NpuoptCtx* c) { return round256(size_t(npuopt_shape(c, "batch")) * npuopt_shape(c, "hidden") * 4); }
+// EPI 0: one [batch][hidden] fp32 accumulator; EPI 1: DSPLITK slices of it, then the slots
+static size_t acc_bytes(const NpuoptCtx* c) {
+    return round256(size_t(EPI == 1 ? DSPLITK : 1) * npuopt_shape(c, "batch") * npuopt_shape(c, "hidden") * 4);
+}
+static size_t slot_bytes(const NpuoptCtx* c) { return round256(size_t(c->sm_count) * DBPS * npuopt_shape(c, "batch") * 4); }
 
-NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) { return h_bytes(c) + acc_bytes(c) + 256; }
+NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) { return h_bytes(c) + acc_bytes(c) + slot_bytes(c) + 256; }
 
 template <int NB>
 static int launch_nb(const NpuoptCtx* c) {
@@ -288,12 +405,17 @@ static int launch_nb(const NpuoptCtx* c) {
 #if XSRC == 0
     if (smem_up > c->smem_per_block_optin || smem_down > c->smem_per_block_optin) return 3;
 #endif
+    const void* down = EPI == 1 ? reinterpret_cast<const void*>(ff_dist<NB>) : reinterpret_cast<const void*>(ff_down<NB>);
     static bool configured = false;
+    static int resident = 0;
     if (!configured) {
         cudaFuncSetAttribute(ff_up<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_up));
-        cudaFuncSetAttribute(ff_down<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_down));
+        cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_down));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, down, WARPS * 32, smem_down);
         configured = true;
     }
+    // the distributed epilogue's grid barrier needs every block of the down pass resident at once
+    if (EPI == 1 && resident < DBPS) return 4;
     char* ws = static_cast<char*>(c->workspace);
     auto* h = reinterpret_cast<__nv_bfloat16*>(ws);
     const auto* x = npuopt_tensor<__nv_bfloat16>(c, "x");
@@ -302,10 +424,16 @@ static int launch_nb(const NpuoptCtx* c) {
                                                                      npuopt_tensor<__nv_bfloat16>(c, "w_up"), h, F, H);
     int grid = c->sm_count * DBPS;
     grid = grid < DSPLITK ? DSPLITK : grid / DSPLITK * DSPLITK;
-    ff_down<NB><<<grid, WARPS * 32, smem_down, c->stream>>>(h, x, npuopt_tensor<__nv_bfloat16>(c, "w_down"),
-                                                            npuopt_tensor<__nv_bfloat16>(c, "post_norm"), npuopt_tensor<__nv_bfloat16>(c, "out"),
-                                                            reinterpret_cast<float*>(ws + h_bytes(c)),
-                                                            reinterpret_cast<unsigned*>(ws + h_bytes(c) + acc_bytes(c)), H, F);
+    const auto* w_down = npuopt_tensor<__nv_bfloat16>(c, "w_down");
+    const auto* post_norm = npuopt_tensor<__nv_bfloat16>(c, "post_norm");
+    auto* out = npuopt_tensor<__nv_bfloat16>(c, "out");
+    auto* acc = reinterpret_cast<float*>(ws + h_bytes(c));
+    auto* tail = reinterpret_cast<unsigned*>(ws + h_bytes(c) + acc_bytes(c) + slot_bytes(c));
+    if (EPI == 1)
+        ff_dist<NB><<<grid, WARPS * 32, smem_down, c->stream>>>(h, x, w_down, post_norm, out, acc,
+                                                               reinterpret_cast<float*>(ws + h_bytes(c) + acc_bytes(c)), tail, H, F);
+    else
+        ff_down<NB><<<grid, WARPS * 32, smem_down, c->stream>>>(h, x, w_down, post_norm, out, acc, tail, H, F);
     return 0;
 }
 

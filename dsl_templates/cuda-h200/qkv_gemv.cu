@@ -135,7 +135,7 @@ __device__ void block_sums(float (&v)[NB]) {
 }
 
 template <int NB>
-__global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const __nv_bfloat16* __restrict__ x, const int* __restrict__ pos,
+__global__ void __launch_bounds__(WARPS * 32, BPS) qkv_kernel(const __nv_bfloat16* __restrict__ x, const int* __restrict__ pos,
                                                         const __nv_bfloat16* __restrict__ attn_norm, const __nv_bfloat16* __restrict__ wq,
                                                         const __nv_bfloat16* __restrict__ wk, const __nv_bfloat16* __restrict__ wv,
                                                         const __nv_bfloat16* __restrict__ q_norm, const __nv_bfloat16* __restrict__ k_norm,

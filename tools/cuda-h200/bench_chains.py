@@ -54,7 +54,10 @@ def main():
     ap.add_argument("--batches", default="1,4,8")
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--design", action="append", default=[], help="KERNEL=FILE (any batch) or KERNEL@BATCH=FILE")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="TEMPLATE:P=V,P=V — a template (name without .template.yaml) at these parameters, default otherwise")
     ap.add_argument("--kernels", default="project_qkv,attention_output,feedforward")
+    ap.add_argument("--torch", action="store_true", help="also time the chains as eager PyTorch and under torch.cuda.graphs (torch_chains.py)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -82,6 +85,12 @@ def main():
             kernel, path, values = instantiate(os.path.join(tdir, name))
             if kernel in designs:
                 designs[kernel].append((name.replace(".template.yaml", "") + "@defaults", path, values, None))
+    for item in args.variant:
+        tname, _, spec = item.partition(":")
+        overrides = dict(kv.split("=", 1) for kv in spec.split(",") if kv)
+        kernel, path, values = instantiate(os.path.join(tdir, tname + ".template.yaml"), overrides)
+        if kernel in designs:
+            designs[kernel].append((tname + "@" + spec, path, values, None))
     for item in args.design:
         key, path = item.split("=", 1)
         kernel, _, batch = key.partition("@")
@@ -155,6 +164,21 @@ def main():
                     print("%-17s b%d %-28s %-10s %9.1f us  (min %8.1f)  %6.0f GB/s  %5.1f%% of copy  err %.2e" % (
                         kernel, batch, name, mode, row["median_ns"] / 1e3, row["min_ns"] / 1e3, row["bytes_per_ns"],
                         100 * (row["share_of_copy"] or 0), verify["max_rel_err"]), flush=True)
+    if args.torch:  # eager PyTorch and torch.cuda.graphs, same flush and timing, same session
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        try:
+            import torch_chains
+            for row in torch_chains.run(batches, args.repeat):
+                if row["kernel"] not in wanted:
+                    continue
+                row["bytes_per_ns"] = row["weight_bytes"] / row["median_ns"]
+                row["share_of_copy"] = row["bytes_per_ns"] / copy_bpns if copy_bpns else None
+                rows.append(row)
+                print("%-17s b%d %-28s %-16s %9.1f us  (min %8.1f)  %6.0f GB/s  %5.1f%% of copy" % (
+                    row["kernel"], row["batch"], "torch " + row["torch"], row["mode"], row["median_ns"] / 1e3,
+                    row["min_ns"] / 1e3, row["bytes_per_ns"], 100 * (row["share_of_copy"] or 0)), flush=True)
+        except Exception as e:  # no torch on this machine: the cudac rows still count
+            print("torch chains failed:", repr(e), flush=True)
     json.dump({"device": device, "copy_bytes_per_ns": copy_bpns, "copy_median_ns": copy_ns, "repeat": args.repeat,
                "rows": rows}, open(args.out, "w"), indent=1)
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One device session on the GPU machine, inside a bundle (tools/cuda-h200/bundle.sh pack DIR):
 #   DIR/src/tools/cuda-h200/h200_session.sh DIR STEP... (results under $OUT, default /tmp/h200-out)
-# STEP: chains[:REPEAT[:BATCHES]]    bench_chains.py over baselines (eager, graph) and templates at defaults
+# STEP: chains[:REPEAT[:BATCHES]]    bench_chains.py over baselines (eager, graph), eager PyTorch + torch.cuda.graphs
+#                                    (--torch) and templates at defaults
 #       campaign:MINUTES[:SHAPE]     DIR/run.sh: kb build + npuopt run + report, packed as campaign-SHAPE.tgz
 #       kb[:SHAPE]                   init + kb build only (microbenchmarks, fitted model), packed
 #       resume:TGZ[:MINUTES]         unpack a packed campaign and run it on without a new kb build
+#       variants:FILE[:REPEAT]       bench_chains.py at batch 1 over template variants (FILE in tools/cuda-h200/)
 #       champions[:REPEAT]           bench_chains.py again with the last campaign's champions as designs
 set -uo pipefail
 bundle=$(cd "$1" && pwd); shift
@@ -24,7 +26,7 @@ for step in "$@"; do
   case $what in
     chains)
       log "chains"; python3 "$tools/bench_chains.py" --cudac "$cudac" --root "$bundle" --repeat "${a:-20}" \
-        --batches "${b:-1,4,8}" --out "$out/chains.json" ;;
+        --batches "${b:-1,4,8}" --torch --out "$out/chains.json" ;;
     campaign)
       shape=${b:-gemma4-12b-b1}; last_campaign=/tmp/campaign-$shape
       log "campaign $shape ${a:-5} min"
@@ -48,7 +50,12 @@ for step in "$@"; do
       done
       log "champions ${designs[*]}"
       python3 "$tools/bench_chains.py" --cudac "$cudac" --root "$bundle" --repeat "${a:-30}" --batches "$batch" \
-        "${designs[@]}" --out "$out/champions.json" ;;
+        "${designs[@]}" --torch --out "$out/champions.json" ;;
+    variants)  # variants:FILE:REPEAT — bench_chains.py at batch 1 over the lines of FILE, each TEMPLATE:P=V,P=V
+      args=(); while read -r v; do [ -n "$v" ] && args+=(--variant "$v"); done < "$bundle/src/tools/cuda-h200/$a"
+      log "variants ${#args[@]}"
+      python3 "$tools/bench_chains.py" --cudac "$cudac" --root "$bundle" --repeat "${b:-15}" --batches 1 "${args[@]}" \
+        --out "$out/variants.json" ;;
     *) echo "unknown step $step" ;;
   esac
 done
