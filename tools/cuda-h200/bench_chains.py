@@ -69,7 +69,10 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
 
     def cudac(*argv, check=False):
-        proc = subprocess.run([args.cudac, *argv], capture_output=True, text=True, env=env)
+        try:  # a design that hangs (a grid barrier over blocks that are not resident) must not stop the session
+            proc = subprocess.run([args.cudac, *argv], capture_output=True, text=True, env=env, timeout=180)
+        except subprocess.TimeoutExpired as e:
+            return 124, [], "timed out after 180 s: %s" % " ".join(argv)
         return proc.returncode, lines_of(proc.stdout), proc.stdout + proc.stderr
 
     _, dev, _ = cudac("device")
