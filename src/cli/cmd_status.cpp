@@ -44,7 +44,8 @@ nlohmann::json jobs_json(const std::vector<proc::JobInFlight>& jobs) {
 std::string jobs_line(const std::vector<proc::JobInFlight>& jobs) {
     std::vector<std::string> items;
     for (const auto& job : jobs) {
-        items.push_back(fmt::format("{} ({:.0f} s{})", job.job_id, job.age_secs,
+        const bool pool = job.call.rfind("pool-", 0) == 0;  // a job array of workers
+        items.push_back(fmt::format("{} ({}{:.0f} s{})", job.job_id, pool ? "worker pool, " : "", job.age_secs,
                                     job.attempt > 1 ? fmt::format(", attempt {}", job.attempt) : std::string()));
     }
     return fmt::format("slurm jobs {} in flight: {}\n", jobs.size(), fmt::join(items, ", "));

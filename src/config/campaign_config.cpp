@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <regex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -178,7 +179,11 @@ AcceptanceConfig parse_acceptance(const Fields& top) {
 ParallelConfig parse_parallel(const Fields& top) {
     ParallelConfig config;
     Fields parallel = top.map("parallel", {"builders", "devices"});
-    config.builders = positive_integer(parallel, "builders", config.builders);
+    if (parallel.has("builders") && parallel.string("builders") == "auto") {
+        config.builders = std::max<std::int64_t>(1, std::thread::hardware_concurrency());  // this machine's cores
+    } else {
+        config.builders = positive_integer(parallel, "builders", config.builders);
+    }
     config.devices = positive_integer(parallel, "devices", config.devices);
     if (config.devices > config.builders) {
         parallel.fail_at("devices", fmt::format("{} devices need at least as many builders (steps in flight; "
@@ -400,10 +405,12 @@ acceptance:
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
   clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median and x the fastest of two fresh champion launches (0: always race)
 
-# The evaluation pipeline: several kernels' steps in flight at once, committed in the order
-# planned (a fixed seed gives the same tree whatever order results arrive in). builders: steps in
-# flight (each compiles and checks its own design; at most one per kernel); devices: device slots
+# The evaluation pipeline: several steps in flight at once, committed in the order planned (a
+# fixed seed gives the same tree whatever order results arrive in). builders: steps in flight
+# (each compiles and checks its own design; several of one kernel when builders outnumber
+# kernels); devices: device slots
 # their launches share (a race keeps its pairs on one device). 1 and 1: one step at a time.
+# builders: auto takes this machine's core count (the tree for a seed then depends on the machine).
 parallel:
   builders: 1
   devices: 1

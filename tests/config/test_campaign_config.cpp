@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <thread>
+
 #include "config/campaign_config.hpp"
 #include "config/target_loader.hpp"
 #include "config_test_util.hpp"
@@ -76,6 +78,10 @@ TEST_CASE("campaign.yaml: parallel and executor are read and their errors name t
     };
     CHECK(load("target: t\nparallel: {builders: 1, devices: 2}\n").find("'parallel.devices'") != std::string::npos);
     CHECK(load("target: t\nparallel: {builders: 0}\n").find("'parallel.builders'") != std::string::npos);
+    CHECK(load("target: t\nparallel: {builders: many}\n").find("'parallel.builders'") != std::string::npos);
+    scratch.write("campaign.yaml", "target: t\nparallel: {builders: auto}\n");
+    CHECK(config::load_campaign_config(file).parallel.builders ==
+          std::max<std::int64_t>(1, std::thread::hardware_concurrency()));
     CHECK(load("target: t\nexecutor: {kind: ray}\n").find("'executor.kind'") != std::string::npos);
     CHECK(load("target: t\nexecutor: {time_limit: soon}\n").find("'executor.time_limit'") != std::string::npos);
     CHECK(load("target: t\nexecutor: {retries: -1}\n").find("'executor.retries'") != std::string::npos);
