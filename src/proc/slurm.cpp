@@ -81,6 +81,15 @@ bool owner_alive(const std::string& owner) {
     return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
 }
 
+/// Whether `file` exists within 2 s: a job that just ended gives a shared file system a moment
+/// to show the result it wrote.
+bool shows_up(const fs::path& file) {
+    for (int look = 0; look < 20 && !fs::exists(file); ++look) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return fs::exists(file);
+}
+
 /// Whether any task of job (array) `job_id` is pending or running.
 bool job_has_live_task(const std::string& job_id) {
     const Result shown = slurm_command({"scontrol", "show", "job", "-o", job_id}, 30.0);
@@ -298,10 +307,7 @@ Result SlurmExecutor::run_in_pool(const Command& command, const std::string& cal
                     const std::string task = filename.substr(0, filename.find('~'));
                     const std::string state = slurm_job_state(task);
                     if (!pending_state(state) && !running_state(state)) {
-                        for (int look = 0; look < 20 && !fs::exists(result_file); ++look) {
-                            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                        }
-                        if (fs::exists(result_file)) continue;
+                        if (shows_up(result_file)) continue;
                         ended = fmt::format("task {} ended {}", task, state.empty() ? std::string("gone") : state);
                         std::error_code ignored;
                         fs::rename(*claimed, pool / "lost" / filename, ignored);  // never read, if it ever appears
@@ -446,10 +452,7 @@ Result SlurmExecutor::run_as_job(const Command& command, const std::string& call
                     pending = false;
                 } else {
                     // Ended (or forgotten by Slurm): give a shared file system a moment to show the result.
-                    for (int look = 0; look < 20 && !fs::exists(dir / "result.json"); ++look) {
-                        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                    }
-                    if (fs::exists(dir / "result.json")) continue;
+                    if (shows_up(dir / "result.json")) continue;
                     ended = state.empty() ? std::string("gone") : state;
                     break;
                 }

@@ -109,6 +109,17 @@ std::string submitted_job(const fs::path& spool, int attempt, double secs) {
     return "";
 }
 
+/// The state job `job_id` settles in (waits up to 5 s while it is still pending or running).
+std::string final_state(const std::string& job_id) {
+    std::string state;
+    for (int look = 0; look < 50; ++look) {
+        state = proc::slurm_job_state(job_id);
+        if (state != "RUNNING" && state != "PENDING" && state != "COMPLETING") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return state;
+}
+
 }  // namespace
 
 TEST_CASE("slurm: calls run as batch jobs or through a pool of workers, lost jobs are retried once each, orphans of a killed orchestrator are cancelled") {
@@ -206,13 +217,7 @@ TEST_CASE("slurm: calls run as batch jobs or through a pool of workers, lost job
         CHECK(in_flight[0].job_id == job);
         proc::SlurmExecutor next(options_for(spool));
         CHECK(proc::jobs_in_flight(spool).empty());
-        std::string state;
-        for (int look = 0; look < 50; ++look) {
-            state = proc::slurm_job_state(job);
-            if (state != "RUNNING" && state != "PENDING" && state != "COMPLETING") break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        CHECK(state == "CANCELLED");
+        CHECK(final_state(job) == "CANCELLED");
         bool abandoned = false;
         for (const auto& call : fs::directory_iterator(spool)) {
             abandoned = fs::exists(call.path() / "attempt-1" / "abandoned");
@@ -305,13 +310,7 @@ TEST_CASE("slurm: calls run as batch jobs or through a pool of workers, lost job
         REQUIRE(proc::jobs_in_flight(spool).size() == 1);
         proc::SlurmExecutor next(options_for(spool));
         CHECK(proc::jobs_in_flight(spool).empty());
-        std::string state;
-        for (int look = 0; look < 50; ++look) {
-            state = proc::slurm_job_state(array);
-            if (state != "RUNNING" && state != "PENDING" && state != "COMPLETING") break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        CHECK(state == "CANCELLED");
+        CHECK(final_state(array) == "CANCELLED");
     }
 
     // A campaign on npu-sim whose toolchain calls all go through Slurm (executor: slurm).
