@@ -29,33 +29,7 @@ const GATHER: u32 = ${GATHER};
 const MERGE: u32 = ${MERGE};
 const STAGGER: u32 = ${STAGGER};
 
-const EPS_SQRT: f32 = 1e-30;
 const GRAN: u32 = 128; // rows per granule of the row split (keeps HBM offsets 256-byte aligned)
-
-/// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
-fn pk(bytes: u32, max: u32) -> u32 {
-    let mut p = (max.min(bytes) / 256) * 256;
-    while p >= 256 {
-        if bytes % p == 0 {
-            return p;
-        }
-        p -= 256;
-    }
-    let mut p = max.min(bytes);
-    while bytes % p != 0 {
-        p -= 1;
-    }
-    p
-}
-
-/// Largest multiple of 64 <= max dividing n.
-fn chunk_of(n: u32, max: u32) -> u32 {
-    let mut c = (max / 64) * 64;
-    while c > 64 && n % c != 0 {
-        c -= 64;
-    }
-    c
-}
 
 /// `rows` rows of `row_bytes`, `src_pitch` apart in HBM, `dst_pitch` apart in DM.
 fn load_rows(k: &mut Ctx, e: Engine, src: u64, dst: Loc, rows: u32, row_bytes: u32, src_pitch: u32, dst_pitch: u32) -> Token {

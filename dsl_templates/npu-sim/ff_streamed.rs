@@ -52,24 +52,6 @@ const ARENA: u32 = ${ARENA};
 const HFIRST: u32 = ${HFIRST};
 const GATHER: u32 = ${GATHER};
 
-const EPS_SQRT: f32 = 1e-30;
-
-/// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
-fn pk(bytes: u32, max: u32) -> u32 {
-    let mut p = (max.min(bytes) / 256) * 256;
-    while p >= 256 {
-        if bytes % p == 0 {
-            return p;
-        }
-        p -= 256;
-    }
-    let mut p = max.min(bytes);
-    while bytes % p != 0 {
-        p -= 1;
-    }
-    p
-}
-
 /// Largest multiple of m <= max dividing n (at least m).
 fn div_of(n: u32, max: u32, m: u32) -> u32 {
     let mut c = (max / m) * m;
@@ -77,11 +59,6 @@ fn div_of(n: u32, max: u32, m: u32) -> u32 {
         c -= m;
     }
     c
-}
-
-/// A token whose command is ordered before a command that is waited on.
-fn drop_token(t: Token) {
-    std::mem::forget(t);
 }
 
 fn copy_after(k: &mut Ctx, deps: &[&Token], e: Engine, src: Loc, dst: Loc, n: u32) -> Token {

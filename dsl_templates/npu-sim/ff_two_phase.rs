@@ -28,24 +28,7 @@ const FUSE: u32 = ${FUSE};
 const MERGE: u32 = ${MERGE};
 
 const GRAN: u32 = 128; // rows per granule of the row splits (256-byte aligned bf16 offsets)
-const EPS_SQRT: f32 = 1e-30;
 const ARENA: u32 = 0; // (unused)
-
-/// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
-fn pk(bytes: u32, max: u32) -> u32 {
-    let mut p = (max.min(bytes) / 256) * 256;
-    while p >= 256 {
-        if bytes % p == 0 {
-            return p;
-        }
-        p -= 256;
-    }
-    let mut p = max.min(bytes);
-    while bytes % p != 0 {
-        p -= 1;
-    }
-    p
-}
 
 /// Largest multiple of m <= max dividing n (0 if none).
 fn div_of(n: u32, max: u32, m: u32) -> u32 {

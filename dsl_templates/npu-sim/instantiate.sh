@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Instantiate a design template: substitute every ${PARAM} of the template's
-# source with the given value, or with the param's default from the yaml.
+# source with the given value, or with the param's default from the yaml, and
+# append the template's shared prelude (`prelude:`) when it names one.
 #
 #   dsl_templates/npu-sim/instantiate.sh TEMPLATE.template.yaml [-o OUT.rs] [NAME=VALUE ...]
 #
@@ -47,6 +48,13 @@ fi
 expr=()
 for n in "${names[@]}"; do expr+=(-e "s/\\\${$n}/${val[$n]}/g"); done
 sed "${expr[@]}" "$dir/$src" > "$out"
+# the shared prelude (template.yaml `prelude:`), after the template's own code, as npuopt does
+prelude=$(sed -n 's/^prelude:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$yaml" | head -n1)
+if [ -n "$prelude" ]; then
+  [ -f "$dir/$prelude" ] || { echo "instantiate: $yaml: prelude '$prelude' not found" >&2; exit 2; }
+  printf '\n// ---- prelude: %s ----\n' "$(basename "$prelude")" >> "$out"
+  cat "$dir/$prelude" >> "$out"
+fi
 if grep -q '\${[A-Z_][A-Z0-9_]*}' "$out"; then
   echo "instantiate: unsubstituted placeholders in $out: $(grep -o '\${[A-Z_][A-Z0-9_]*}' "$out" | sort -u | tr '\n' ' ')" >&2
   exit 2

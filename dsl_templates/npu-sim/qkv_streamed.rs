@@ -57,36 +57,6 @@ const LPT: u32 = ${LPT};
 const FUSE: u32 = ${FUSE};
 const SMALLS: u32 = ${SMALLS};
 
-/// Largest multiple of 256 <= max dividing bytes; else the largest divisor <= max.
-fn pk(bytes: u32, max: u32) -> u32 {
-    let mut p = (max.min(bytes) / 256) * 256;
-    while p >= 256 {
-        if bytes % p == 0 {
-            return p;
-        }
-        p -= 256;
-    }
-    let mut p = max.min(bytes);
-    while bytes % p != 0 {
-        p -= 1;
-    }
-    p
-}
-
-/// Largest multiple of 64 <= max dividing n.
-fn chunk_of(n: u32, max: u32) -> u32 {
-    let mut c = (max / 64) * 64;
-    while c > 64 && n % c != 0 {
-        c -= 64;
-    }
-    c
-}
-
-/// A token whose command is ordered before a command that is waited on.
-fn drop_token(t: Token) {
-    std::mem::forget(t);
-}
-
 #[derive(Clone, Copy)]
 struct Tl {
     m: usize,  // matrix: 0 q, 1 k, 2 v

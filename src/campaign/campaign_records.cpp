@@ -175,6 +175,7 @@ void CampaignRecords::restore_kernel(KernelRuntime& kernel) {
         }
     }
     kernel.port_before = state.value("port_before", nlohmann::json::object());
+    kernel.restore_quantity_offsets(state.value("quantity_offsets", nlohmann::json::object()));
     auto discounted = parse_or(tree.state("scheduler/" + kernel.name()), nlohmann::json::object());
     for (const auto& stats : tree.list_role_stats(kernel.name())) {
         search::RoleStats role_stats;

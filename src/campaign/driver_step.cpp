@@ -178,6 +178,7 @@ eval::StepVerdict CampaignDriver::Impl::finish_step(PreparedStep& step, Evaluato
             decision.edge.final_reason, *step.replaced_by);
     }
     learn_from_step(kernel, proposal, decision);
+    const auto corrections = kernel.learn_quantity_misses(proposal.design.template_name, decision.outcome.quantity_misses);
     account_step(kernel, decision);
     std::int64_t link_id = 0;
     // A design whose evaluation a budget cut at a launch boundary is evaluated again, first,
@@ -186,6 +187,16 @@ eval::StepVerdict CampaignDriver::Impl::finish_step(PreparedStep& step, Evaluato
                         !port_measure_only;
     by.commit_step([&] {
         link_id = commit_step_records(kernel, proposal, decision);
+        for (const auto& correction : corrections) {
+            records.emit("quantity_corrected", {{"kernel", kernel.name()},
+                                                {"design_id", design_id},
+                                                {"template", correction.template_name},
+                                                {"quantity", correction.quantity},
+                                                {"declared", correction.declared},
+                                                {"reported", correction.reported},
+                                                {"code", correction.code},
+                                                {"offset", correction.offset}});
+        }
         if (resume) {
             auto queue = read_resume_queue(records.trees(), kernel.name());
             queue.push_back({design_id, proposal.role, proposal.move, proposal.reason});

@@ -45,7 +45,48 @@ nlohmann::json KernelRuntime::state_json() const {
             {"port_baseline_done", port_baseline_done},
             {"port_before", port_before},
             {"reopened_terms", reopened_terms},
-            {"reopen_steps_left", reopen_steps_left}};
+            {"reopen_steps_left", reopen_steps_left},
+            {"quantity_offsets", quantity_offsets_json()}};
+}
+
+nlohmann::json KernelRuntime::quantity_offsets_json() const {
+    nlohmann::json offsets = nlohmann::json::object();
+    for (const auto& [name, tmpl] : templates_by_name) {
+        if (!tmpl->quantity_offsets().empty()) offsets[name] = tmpl->quantity_offsets();
+    }
+    return offsets;
+}
+
+void KernelRuntime::restore_quantity_offsets(const nlohmann::json& offsets) {
+    if (!offsets.is_object()) return;
+    for (const auto& [name, values] : offsets.items()) {
+        auto found = templates_by_name.find(name);
+        if (found == templates_by_name.end() || !values.is_object()) continue;
+        std::map<std::string, double> restored;
+        for (const auto& [quantity, value] : values.items()) {
+            if (value.is_number() && value.get<double>() > 0.0) restored[quantity] = value.get<double>();
+        }
+        found->second->set_quantity_offsets(std::move(restored));
+    }
+}
+
+std::vector<QuantityCorrection> KernelRuntime::learn_quantity_misses(const std::string& template_name,
+                                                                      const std::vector<eval::QuantityMiss>& misses) {
+    std::vector<QuantityCorrection> corrections;
+    auto found = templates_by_name.find(template_name);
+    if (found == templates_by_name.end() || found->second->is_baseline()) return corrections;
+    search::Template& tmpl = *found->second;
+    auto offsets = tmpl.quantity_offsets();
+    for (const auto& miss : misses) {
+        // The declared value already carries the offset learnt so far: the miss adds to it.
+        const double shortfall = miss.reported - miss.declared;
+        if (!(shortfall > 0.0)) continue;
+        double& offset = offsets[miss.quantity];
+        offset += shortfall;
+        corrections.push_back({template_name, miss.quantity, miss.declared, miss.reported, offset, miss.code});
+    }
+    if (!corrections.empty()) tmpl.set_quantity_offsets(std::move(offsets));
+    return corrections;
 }
 
 std::string reference_text(const std::string& baseline_failure) {

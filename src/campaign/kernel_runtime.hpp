@@ -9,10 +9,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "campaign/driver.hpp"
+#include "eval/evaluation.hpp"
 #include "search/kernel_search.hpp"
 
 namespace npuopt::campaign {
@@ -23,6 +25,16 @@ enum class KernelState { active, exhausted, failed, blocked };
 std::string_view kernel_state_name(KernelState state);
 /// The state named `name`; active for an unknown name (an old database's state is re-examined).
 KernelState parse_kernel_state(std::string_view name);
+
+/// A declared quantity corrected by what the toolchain reported (KernelRuntime::learn_quantity_misses).
+struct QuantityCorrection {
+    std::string template_name;
+    std::string quantity;
+    double declared = 0.0;   ///< what the design declared (with the offset learnt before it)
+    double reported = 0.0;   ///< what the toolchain's diagnostic said
+    double offset = 0.0;     ///< the template's offset for the quantity from now on
+    std::string code;
+};
 
 struct KernelRuntime {
     KernelRuntime(KernelSetup kernel_setup, std::vector<std::unique_ptr<search::Role>> roles, search::CostModel cost_model);
@@ -64,6 +76,15 @@ struct KernelRuntime {
     /// What speedups are measured against: "baseline", or "first correct design (baseline
     /// failed: <reason>)" when the baseline did not become champion.
     std::string reference() const;
+    /// Learn from a design's quantity misses: each adds its shortfall to its template's offset for
+    /// that quantity, so the search's constraints and rules see what the toolchain counts from
+    /// the next proposal on. Returns the corrections made (none for the baseline or a miss that
+    /// is not one).
+    std::vector<QuantityCorrection> learn_quantity_misses(const std::string& template_name,
+                                                          const std::vector<eval::QuantityMiss>& misses);
+    /// Every template's learnt offsets, {template: {quantity: offset}} (part of state_json).
+    nlohmann::json quantity_offsets_json() const;
+    void restore_quantity_offsets(const nlohmann::json& offsets);
     /// The family of a template name (the name itself when the template is gone).
     std::string family_of(const std::string& template_name) const;
 };

@@ -48,7 +48,10 @@ class SlottedDevice final : public target::Device {
 public:
     SlottedDevice(const target::Device& inner, DeviceSlots& slots) : m_inner(&inner), m_slots(&slots) {}
     ~SlottedDevice() override { release(); }
-    target::CheckResult build(const std::filesystem::path& file) const override { return m_inner->build(file); }
+    target::CheckResult build(const std::filesystem::path& file, const std::string& kernel,
+                              const std::map<std::string, std::int64_t>& shape) const override {
+        return m_inner->build(file, kernel, shape);
+    }
     target::RunResult run(const target::RunRequest& request) const override;
     target::ScheduleResult estimate(const std::filesystem::path& file, const std::string& kernel,
                                     const std::map<std::string, std::int64_t>& shape) const override {

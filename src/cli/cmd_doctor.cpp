@@ -178,7 +178,7 @@ void check_end_to_end(std::vector<Check>& checks, target::Toolchain& toolchain, 
     toolchain.set_cache_dir(cache);
     try {
         const auto started = std::chrono::steady_clock::now();
-        target::CheckResult built = toolchain.check(kernel->baseline);
+        target::CheckResult built = toolchain.check(kernel->baseline, kernel->name, kernel->shape);
         const std::chrono::duration<double> compile_secs = std::chrono::steady_clock::now() - started;
         if (built.call.status != target::CallStatus::ok || !built.ok) {
             check.status = CheckStatus::fail;

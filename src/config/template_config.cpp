@@ -50,8 +50,8 @@ std::vector<TemplateExpression> read_named_expressions(const detail::Fields& top
 TemplateSpec load_template_config(const std::filesystem::path& template_yaml) {
     YAML::Node root = detail::load_yaml_file(template_yaml);
     detail::Fields top(template_yaml, root, "",
-                       {"template", "kernel", "family", "source", "description", "params", "constraints", "quantities", "terms",
-                        "features"});
+                       {"template", "kernel", "family", "source", "prelude", "description", "params", "constraints", "quantities",
+                        "terms", "features"});
     TemplateSpec spec;
     spec.file = template_yaml;
     spec.name = top.string("template");
@@ -62,6 +62,13 @@ TemplateSpec load_template_config(const std::filesystem::path& template_yaml) {
     spec.source = template_yaml.parent_path() / source;
     if (!std::filesystem::is_regular_file(spec.source)) {
         top.fail_at("source", fmt::format("source file '{}' not found next to the template", source));
+    }
+    if (top.has("prelude")) {
+        const std::string prelude = top.string("prelude");
+        spec.prelude = template_yaml.parent_path() / prelude;
+        if (!std::filesystem::is_regular_file(spec.prelude)) {
+            top.fail_at("prelude", fmt::format("prelude file '{}' not found next to the template", prelude));
+        }
     }
 
     if (top.has("params") && !top.node()["params"].IsNull()) {

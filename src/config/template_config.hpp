@@ -33,6 +33,10 @@ struct TemplateSpec {
     std::string kernel;
     std::string family;
     std::filesystem::path source;       ///< resolved against the yaml's directory
+    /// Shared code every instantiation carries after the template's own source (`prelude:`, a
+    /// file next to the yaml, no ${PARAM}s): the helpers several templates of a target use.
+    /// Empty when the template has none.
+    std::filesystem::path prelude;
     std::string description;
     std::vector<TemplateParam> params;  ///< in document order
     std::vector<TemplateExpression> constraints;

@@ -149,6 +149,7 @@ Estimate Cascade::estimate_cycles(const Candidate& design, const KernelContext& 
     }
     estimate.why = first_error(schedule.diagnostics);
     estimate.illegal = !estimate.why.empty();
+    estimate.diagnostics = schedule.diagnostics;
     estimate.fixable = estimate.illegal && target::has_machine_applicable(schedule.diagnostics);
     if (estimate.why.empty()) estimate.why = call_failure(schedule.call, schedule.diagnostics);
     return estimate;

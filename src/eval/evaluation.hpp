@@ -97,6 +97,16 @@ struct FixitAttempt {
     std::vector<std::string> skipped;       ///< suggestions not applied, with why
 };
 
+/// A declared quantity the toolchain reported larger in a diagnostic: the template's formula for
+/// it falls short by at least `reported - declared` (e.g. dm_bytes declared 523904, npuc's E0201
+/// says 525568).
+struct QuantityMiss {
+    std::string quantity;
+    double declared = 0.0;
+    double reported = 0.0;
+    std::string code;   ///< the diagnostic's code
+};
+
 /// The result of evaluating one candidate.
 struct Outcome {
     bool accepted = false;                  ///< becomes the new champion
@@ -113,6 +123,7 @@ struct Outcome {
     std::string final_reason;
     bool budget_exhausted = false;          ///< a stage stopped at the device-run allowance, undecided
     std::optional<FixitAttempt> fixit;      ///< the compile stage tried the toolchain's fix-its
+    std::vector<QuantityMiss> quantity_misses;  ///< declared quantities the toolchain's diagnostics exceed
 };
 
 /// The champion as the cascade needs it.

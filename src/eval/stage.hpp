@@ -31,6 +31,7 @@ struct Estimate {
     std::string why;
     bool illegal = false;
     bool fixable = false;  ///< illegal, but the toolchain suggests machine-applicable fix-its
+    std::vector<target::Diagnostic> diagnostics;  ///< the schedule's, when it rejected the design
 };
 
 /// What a stage sees: the evaluation's inputs, the services it may use, and what earlier

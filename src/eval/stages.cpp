@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -27,6 +28,22 @@ knowledge::Quantities rule_inputs(const Candidate& candidate) {
     return merged;
 }
 
+/// Every error diagnostic's quantity that exceeds what the candidate declares for it goes on the
+/// outcome: the campaign corrects the template's formula by it (QuantityMiss).
+void note_quantity_misses(StageContext& context, const std::vector<target::Diagnostic>& diagnostics) {
+    for (const auto& diagnostic : diagnostics) {
+        if (diagnostic.level != "error") continue;
+        for (const auto& quantity : diagnostic.quantities) {
+            auto declared = context.candidate.quantities.find(quantity.name);
+            if (declared == context.candidate.quantities.end() || !std::isfinite(quantity.value) ||
+                quantity.value <= declared->second) {
+                continue;
+            }
+            context.outcome.quantity_misses.push_back({quantity.name, declared->second, quantity.value, diagnostic.code});
+        }
+    }
+}
+
 StageResult ended(Verdict verdict, std::string reason, const LaunchLog* launches = nullptr) {
     StageResult result;
     result.verdict = verdict;
@@ -38,6 +55,7 @@ StageResult ended(Verdict verdict, std::string reason, const LaunchLog* launches
 
 /// A device run's failure, kept for the rule book (a hang or device error becomes a runtime rule).
 void learn_from_run(StageContext& context, const target::RunResult& result) {
+    note_quantity_misses(context, result.diagnostics);
     if (context.rules == nullptr) return;
     knowledge::RuleBook* rules = context.rules;
     context.recorder.knowledge([rules, result, design = context.design, features = context.candidate.features] {
@@ -85,6 +103,7 @@ public:
     StageKind kind() const override { return StageKind::estimate; }
     StageResult run(StageContext& context) override {
         const Estimate estimate = context.estimate(context.candidate, true);
+        note_quantity_misses(context, estimate.diagnostics);
         if (estimate.illegal && estimate.fixable && context.source_rules) {
             return ended(Verdict::pass, fmt::format("the static schedule rejects the design with fix-its ({}); the "
                                                     "compile stage tries them",
@@ -165,7 +184,7 @@ FixitAttempt try_fixits(StageContext& context, const target::CheckResult& check)
             return attempt;
         }
     }
-    const target::CheckResult again = context.device.build(fixed_file);
+    const target::CheckResult again = context.device.build(fixed_file, context.kernel.spec.name, context.kernel.shape);
     std::error_code ignored;
     std::filesystem::remove(fixed_file, ignored);
     // Kept when the fixed source passes, or when what is left is errors the design had already
@@ -230,11 +249,12 @@ public:
         target::CheckResult check;
         int transient_failures = 0;
         for (int attempt = 0; attempt <= context.config.transient_retries; ++attempt) {
-            check = context.device.build(context.candidate.source_file);
+            check = context.device.build(context.candidate.source_file, context.kernel.spec.name, context.kernel.shape);
             if (check.call.status != target::CallStatus::transient) break;
             ++transient_failures;
         }
         knowledge::RuleBook* rules = context.rules;
+        note_quantity_misses(context, check.diagnostics);
         std::string mined;
         if (rules && !check.diagnostics.empty()) {
             context.recorder.knowledge([rules, diagnostics = check.diagnostics, design = context.design] {

@@ -105,6 +105,14 @@ nlohmann::json Design::params_json() const {
     return json;
 }
 
+namespace {
+double offset_of(const std::map<std::string, double>* offsets, const std::string& name) {
+    if (offsets == nullptr) return 0.0;
+    auto found = offsets->find(name);
+    return found == offsets->end() ? 0.0 : found->second;
+}
+}  // namespace
+
 struct Template::Impl {
     config::TemplateSpec spec;
     std::string target;
@@ -117,6 +125,7 @@ struct Template::Impl {
     std::vector<Compiled> constraints;
     std::vector<Compiled> quantities;
     std::vector<Compiled> features;
+    std::map<std::string, double> quantity_offsets;  // learnt: what each declared quantity falls short by
 
     Compiled compile(const config::TemplateExpression& expression, const std::string& key) {
         Compiled compiled{expression, std::make_unique<mu::Parser>()};
@@ -149,12 +158,13 @@ struct Template::Impl {
         }
     }
 
-    std::map<std::string, double> evaluate(std::vector<Compiled>& compiled, const Assignment& assignment) {
+    std::map<std::string, double> evaluate(std::vector<Compiled>& compiled, const Assignment& assignment,
+                                           const std::map<std::string, double>* offsets = nullptr) {
         bind(assignment);
         std::map<std::string, double> result;
         for (auto& item : compiled) {
             try {
-                result[item.expression.name] = item.parser->Eval();
+                result[item.expression.name] = item.parser->Eval() + offset_of(offsets, item.expression.name);
             } catch (const mu::Parser::exception_type& error) {
                 throw Error(ErrorKind::invalid_config, fmt::format("{}: key '{}': cannot evaluate \"{}\": {}",
                                                                    item.expression.location, item.expression.name,
@@ -197,6 +207,19 @@ std::shared_ptr<Template> Template::load(const config::TemplateSpec& spec, const
                         fmt::format("{}: key 'params': the source {} uses ${{{}}}, which is not a declared param",
                                     spec.file.string(), spec.source.filename().string(), name));
         }
+    }
+    // The shared prelude goes after the template's own code (its line numbers stay those of the
+    // file); it has no params, so no ${NAME} may appear in it.
+    if (!spec.prelude.empty()) {
+        const std::string prelude = read_text(spec.prelude, "template prelude");
+        std::smatch placeholder;
+        if (std::regex_search(prelude, placeholder, k_placeholder)) {
+            throw Error(ErrorKind::invalid_config,
+                        fmt::format("{}: key 'prelude': the prelude {} uses {}; a prelude is shared by several "
+                                    "templates and takes no params",
+                                    spec.file.string(), spec.prelude.filename().string(), placeholder[0].str()));
+        }
+        impl->source_text += fmt::format("\n// ---- prelude: {} ----\n{}", spec.prelude.filename().string(), prelude);
     }
     for (const auto& expression : spec.quantities) {
         impl->quantities.push_back(impl->compile(expression, "quantities." + expression.name));
@@ -274,7 +297,7 @@ std::optional<std::string> Template::check_constraints(const Assignment& assignm
                 return fmt::format("quantities.{}: {} (cannot evaluate: {})", quantity.expression.name,
                                    quantity.expression.text, error.GetMsg());
             }
-            m_impl->variables[quantity.expression.name] = value;
+            m_impl->variables[quantity.expression.name] = value + offset_of(&m_impl->quantity_offsets, quantity.expression.name);
         }
     }
     for (auto& constraint : m_impl->constraints) {
@@ -293,8 +316,19 @@ std::optional<std::string> Template::check_constraints(const Assignment& assignm
 }
 
 std::map<std::string, double> Template::evaluate_quantities(const Assignment& assignment) const {
-    return m_impl->evaluate(m_impl->quantities, assignment);
+    return m_impl->evaluate(m_impl->quantities, assignment, &m_impl->quantity_offsets);
 }
+
+void Template::set_quantity_offsets(std::map<std::string, double> offsets) {
+    std::erase_if(offsets, [this](const auto& entry) {
+        const auto& quantities = m_impl->quantities;
+        return std::none_of(quantities.begin(), quantities.end(),
+                            [&](const Compiled& item) { return item.expression.name == entry.first; });
+    });
+    m_impl->quantity_offsets = std::move(offsets);
+}
+
+const std::map<std::string, double>& Template::quantity_offsets() const { return m_impl->quantity_offsets; }
 
 std::map<std::string, double> Template::evaluate_features(const Assignment& assignment) const {
     return m_impl->evaluate(m_impl->features, assignment);

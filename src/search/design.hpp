@@ -98,6 +98,12 @@ public:
     /// Constraints are not checked here (check_constraints). The source rewriter, when one is
     /// set and `rewrite`, is applied to the source before it is hashed.
     Design instantiate(const Assignment& assignment, bool rewrite = true) const;
+    /// Learnt corrections: every later evaluation of a declared quantity (quantities, and the
+    /// constraints that name it) adds `offsets[name]`. The toolchain reported more than the
+    /// template declares (a quantity is the template author's model of the toolchain's layout; a
+    /// diagnostic is the toolchain's own figure). Names that are not declared quantities are dropped.
+    void set_quantity_offsets(std::map<std::string, double> offsets);
+    const std::map<std::string, double>& quantity_offsets() const;
     /// Every later instantiation passes its source through `rewriter` (null: none).
     void set_source_rewriter(SourceRewriter rewriter);
     /// Size of the domain (product of value counts; capped at 1e18).

@@ -15,11 +15,14 @@
 
 namespace npuopt::target {
 
-/// Source file → checked artifact or diagnostics (the toolchain's `check`).
+/// Source file → checked artifact or diagnostics (the toolchain's `check`), for one kernel at one
+/// shape: legality that depends on sizes (a buffer's bytes, a tile's rows) is checked at the shape
+/// the design will run at.
 class Builder {
 public:
     virtual ~Builder() = default;
-    virtual CheckResult build(const std::filesystem::path& file) const = 0;
+    virtual CheckResult build(const std::filesystem::path& file, const std::string& kernel,
+                              const std::map<std::string, std::int64_t>& shape) const = 0;
 };
 
 /// One device launch of a built source with a seed; every failure is in the result.

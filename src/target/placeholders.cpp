@@ -14,6 +14,20 @@ namespace {
 /// Placeholders that stand for a whole optional argument: an argument that is exactly one of
 /// them, expanding to nothing, is dropped instead of passed as "" ({check} → "--check" or nothing).
 constexpr std::string_view k_flag_placeholders[] = {"check"};
+/// Placeholders that are the value of the flag before them: an argument that is exactly one of
+/// them, expanding to nothing, is dropped with that flag (a check without a kernel: no
+/// "--kernel {kernel} --shape {shape}").
+constexpr std::string_view k_flag_value_placeholders[] = {"kernel", "shape"};
+
+bool is_flag_value_placeholder(std::string_view argument) {
+    for (std::string_view name : k_flag_value_placeholders) {
+        if (argument.size() == name.size() + 2 && argument.front() == '{' && argument.back() == '}' &&
+            argument.substr(1, name.size()) == name) {
+            return true;
+        }
+    }
+    return false;
+}
 
 bool is_flag_placeholder(std::string_view argument) {
     for (std::string_view name : k_flag_placeholders) {
@@ -81,6 +95,10 @@ std::vector<std::string> expand_argv(const std::vector<std::string>& argv,
             position = close + 1;
         }
         if (result.empty() && is_flag_placeholder(argument)) continue;
+        if (result.empty() && is_flag_value_placeholder(argument)) {
+            if (!expanded.empty() && expanded.back().starts_with("-")) expanded.pop_back();
+            continue;
+        }
         expanded.push_back(std::move(result));
     }
     return expanded;

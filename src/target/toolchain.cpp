@@ -563,7 +563,8 @@ VersionResult Toolchain::version() const {
     return result;
 }
 
-CheckResult Toolchain::check(const fs::path& file) const {
+CheckResult Toolchain::check(const fs::path& file, const std::string& kernel,
+                             const std::map<std::string, std::int64_t>& shape) const {
     CheckResult result;
     const fs::path absolute = fs::absolute(file);
     // A kernel the compile step rejected with diagnostics: those are check's answer too (check
@@ -576,7 +577,11 @@ CheckResult Toolchain::check(const fs::path& file) const {
             return result;
         }
     }
-    result.call = call_on_file("check", m_target.toolchain.check, {{"file", absolute.string()}}, absolute);
+    result.call = call_on_file("check", m_target.toolchain.check,
+                               {{"file", absolute.string()},
+                                {"kernel", kernel},
+                                {"shape", kernel.empty() ? std::string() : format_shape(shape)}},
+                               absolute);
     auto parsed = detail::parse_output(result.call.process.stdout_text);
     result.diagnostics = parsed.diagnostics;
     if (!parsed.check && m_target.toolchain.protocol == config::k_protocol_rustc_json_v1) {

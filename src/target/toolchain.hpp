@@ -42,12 +42,19 @@ public:
     /// themselves, once per file content per process; nothing to do without a compile command or a
     /// cache dir (ok, with call.status not_started and an explaining message).
     CompileResult compile(const std::filesystem::path& file) const;
-    CheckResult check(const std::filesystem::path& file) const;
+    /// `kernel` and `shape` fill the check command's {kernel} and {shape}; without a kernel, an
+    /// argument that is exactly one of them is dropped with the flag before it (the toolchain's
+    /// own default shape applies).
+    CheckResult check(const std::filesystem::path& file, const std::string& kernel = {},
+                      const std::map<std::string, std::int64_t>& shape = {}) const;
     ScheduleResult schedule(const std::filesystem::path& file, const std::string& kernel,
                             const std::map<std::string, std::int64_t>& shape) const;
     RunResult run(const RunRequest& request) const override;
     /// Builder: `check`. Estimator: `schedule`.
-    CheckResult build(const std::filesystem::path& file) const override { return check(file); }
+    CheckResult build(const std::filesystem::path& file, const std::string& kernel,
+                      const std::map<std::string, std::int64_t>& shape) const override {
+        return check(file, kernel, shape);
+    }
     ScheduleResult estimate(const std::filesystem::path& file, const std::string& kernel,
                             const std::map<std::string, std::int64_t>& shape) const override {
         return schedule(file, kernel, shape);

@@ -70,6 +70,8 @@ struct FakeEvaluator final : campaign::Evaluator {
     std::function<void(int)> on_evaluate;
     std::function<bool(const std::string& source)> fails_to_compile;  ///< a compile failure: no device run
     std::function<std::optional<double>(const std::string& source)> cycles_of;  ///< overrides true_cycles
+    /// Non-empty: the compile fails with E0201 and these misses (the toolchain counted more).
+    std::function<std::vector<eval::QuantityMiss>(const eval::Candidate&)> quantity_misses;
     int evaluations = 0;
     int revalidations = 0;
     std::int64_t device_runs = 0;                              ///< reported so far
@@ -94,6 +96,15 @@ struct FakeEvaluator final : campaign::Evaluator {
             outcome.final_reason = "error[E0101]: packet too large";
             if (on_evaluate) on_evaluate(evaluations);
             return outcome;
+        }
+        if (quantity_misses) {
+            outcome.quantity_misses = quantity_misses(candidate);
+            if (!outcome.quantity_misses.empty()) {
+                stage(eval::StageKind::compile, eval::Verdict::fail, "error[E0201]: DM capacity exceeded");
+                outcome.final_reason = "error[E0201]: DM capacity exceeded";
+                if (on_evaluate) on_evaluate(evaluations);
+                return outcome;
+            }
         }
         stage(eval::StageKind::compile, eval::Verdict::pass, "");
         auto passes = candidate.quantities.find("passes");
@@ -937,4 +948,62 @@ TEST_CASE("a kernel whose baseline fails still searches and its first correct de
     CHECK(rerun.kernels[0].reference == kernel.reference);
     CHECK(*rerun.kernels[0].baseline_cycles == doctest::Approx(*kernel.baseline_cycles));
     CHECK(baseline_evaluations == 0);
+}
+
+TEST_CASE("a quantity the toolchain counts higher than the template declares is corrected, kept, and restored") {
+    ScratchDir templates("templates");
+    ScratchDir dir("campaign");
+    test::write_toy_templates(templates.path);
+    // The tiles family declares its data-memory use and a budget over it; the "toolchain" counts
+    // 16 KiB more (its own layout) and rejects what goes over 64 KiB.
+    std::string yaml = read_file(templates.path / "toy_tiles.template.yaml");
+    const std::string constraint = "  - \"ROWS * n * BUFFERS <= 65536\"\n";
+    REQUIRE(yaml.find(constraint) != std::string::npos);
+    yaml.replace(yaml.find(constraint), constraint.size(), "  - \"dm_bytes <= 65536\"\n");
+    yaml.replace(yaml.find("quantities:\n"), 12, "quantities:\n  dm_bytes: \"ROWS * n * BUFFERS\"\n");
+    write_text(templates.path / "toy_tiles.template.yaml", yaml);
+    constexpr double hidden = 16384;
+    FakeEvaluator evaluator;
+    std::vector<double> rejected;  // declared dm_bytes of each design the toolchain rejected
+    std::vector<double> declared_seen;
+    evaluator.quantity_misses = [&](const eval::Candidate& candidate) {
+        std::vector<eval::QuantityMiss> misses;
+        auto dm = candidate.quantities.find("dm_bytes");
+        if (dm == candidate.quantities.end()) return misses;
+        declared_seen.push_back(dm->second);
+        // The toolchain's figure: the formula's part of the declared value plus the hidden 16 KiB.
+        const double formula = candidate.quantities.at("dm_bytes_formula");
+        if (formula + hidden > 65536) {
+            rejected.push_back(dm->second);
+            misses.push_back({"dm_bytes", dm->second, formula + hidden, "E0201"});
+        }
+        return misses;
+    };
+    // The formula's own value travels beside the declared one (offsets change only dm_bytes).
+    yaml = read_file(templates.path / "toy_tiles.template.yaml");
+    yaml.replace(yaml.find("quantities:\n"), 12, "quantities:\n  dm_bytes_formula: \"ROWS * n * BUFFERS\"\n");
+    write_text(templates.path / "toy_tiles.template.yaml", yaml);
+    auto options = toy_options(dir.path);
+    options.max_steps = 40;
+    run_toy(dir.path, templates.path, evaluator, options);
+    // One miss teaches the whole 16 KiB: every later design the search proposed fits.
+    REQUIRE_FALSE(rejected.empty());
+    CHECK(rejected.size() == 1);
+    auto store = store::CampaignStore::open(dir.path / "campaign.db");
+    auto events = store.list_events(1000);
+    auto corrected = std::find_if(events.begin(), events.end(), [](const auto& event) { return event.kind == "quantity_corrected"; });
+    REQUIRE(corrected != events.end());
+    auto payload = nlohmann::json::parse(corrected->payload_json);
+    CHECK(payload["quantity"] == "dm_bytes");
+    CHECK(payload["offset"].get<double>() == doctest::Approx(hidden));
+    CHECK(payload["code"] == "E0201");
+    auto state = nlohmann::json::parse(store::TreeStore(store.database()).state("kernel/toy").value_or("{}"));
+    CHECK(state["quantity_offsets"]["toy_tiles"]["dm_bytes"].get<double>() == doctest::Approx(hidden));
+    // A resumed campaign starts from the learnt offset: no design it proposes goes over again.
+    const std::size_t before = rejected.size();
+    declared_seen.clear();
+    options.max_steps = 20;
+    run_toy(dir.path, templates.path, evaluator, options);
+    CHECK(rejected.size() == before);
+    for (double declared : declared_seen) CHECK(declared <= 65536);
 }

@@ -297,7 +297,10 @@ struct SlotRecordingDevice final : target::Device {
     mutable std::atomic<int> running{0};
     mutable std::atomic<int> most{0};
 
-    target::CheckResult build(const std::filesystem::path&) const override { return {}; }
+    target::CheckResult build(const std::filesystem::path&, const std::string&,
+                              const std::map<std::string, std::int64_t>&) const override {
+        return {};
+    }
     target::ScheduleResult estimate(const std::filesystem::path&, const std::string&,
                                     const std::map<std::string, std::int64_t>&) const override {
         return {};
@@ -329,7 +332,7 @@ TEST_CASE("device slots: a step's launches stay on one slot and no more steps la
             builders.emplace_back([&inner, &slots, builder] {
                 for (int step = 0; step < 3; ++step) {
                     campaign::SlottedDevice device(inner, slots);
-                    CHECK(device.build("x.rs").ok == false);  // a build takes no slot (and is the inner device's)
+                    CHECK(device.build("x.rs", "k", {}).ok == false);  // a build takes no slot (and is the inner device's)
                     for (int launch = 0; launch < 4; ++launch) {
                         target::RunRequest request;
                         request.kernel = fmt::format("{}-{}", builder, step);

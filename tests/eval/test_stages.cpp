@@ -101,13 +101,25 @@ TEST_CASE("stages: a build failure ends the cascade at compile, and nothing is r
         diagnostic.level = "error";
         diagnostic.code = "E0201";
         diagnostic.message = "DM capacity exceeded";
+        diagnostic.quantities.push_back({"dm_bytes", 9000.0, 8192.0});
+        diagnostic.quantities.push_back({"trf_bytes", 100.0, std::nullopt});  // within what the design declares: no miss
         result.diagnostics.push_back(diagnostic);
         return result;
     };
     Cascade cascade(bench.device, bench.store, nullptr, nullptr, quick());
     cascade.set_recorder(&bench.recorder);
     cascade.set_deferred_commit(true);
-    const Outcome outcome = cascade.evaluate(bench.candidate("too-big"), std::nullopt, bench.kernel());
+    Candidate too_big = bench.candidate("too-big");
+    too_big.quantities = {{"dm_bytes", 8000.0}, {"trf_bytes", 200.0}};
+    const Outcome outcome = cascade.evaluate(too_big, std::nullopt, bench.kernel());
+    // The build is checked at the kernel's shape, and the toolchain's figure beyond the declared
+    // one is on the outcome for the campaign to learn from.
+    CHECK(bench.device.build_shapes == std::vector<std::string>{"feedforward hidden=64"});
+    REQUIRE(outcome.quantity_misses.size() == 1);
+    CHECK(outcome.quantity_misses[0].quantity == "dm_bytes");
+    CHECK(outcome.quantity_misses[0].declared == doctest::Approx(8000.0));
+    CHECK(outcome.quantity_misses[0].reported == doctest::Approx(9000.0));
+    CHECK(outcome.quantity_misses[0].code == "E0201");
     REQUIRE(outcome.stages.size() == 3);
     CHECK(outcome.stages[0].stage == StageKind::rules);
     CHECK(outcome.stages[0].verdict == Verdict::skip);  // no rule book... and the cascade goes on

@@ -172,6 +172,76 @@ TEST_CASE("instantiation substitutes params and the hash is stable") {
     CHECK(base.quantities.empty());
 }
 
+TEST_CASE("a template's prelude: appended after its source / missing file named / ${PARAM} in it refused") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    write_text(dir.path / "prelude.rs", "fn shared_helper() -> u32 { 7 }\n");
+    std::string yaml = "template: preluded\nkernel: toy\nsource: toy_stream.rs\nprelude: prelude.rs\nparams:\n"
+                       "  ENGINES: {values: [1, 2], default: 1}\n  SPLIT: {values: [1], default: 1}\n";
+    write_text(dir.path / "preluded.template.yaml", yaml);
+    auto spec = config::load_template_config(dir.path / "preluded.template.yaml");
+    CHECK(spec.prelude == dir.path / "prelude.rs");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::Design design = tmpl->instantiate(tmpl->default_assignment());
+    const auto own = design.source.find("stream: engines 1 split 1");
+    const auto shared = design.source.find("fn shared_helper()");
+    REQUIRE(own != std::string::npos);
+    REQUIRE(shared != std::string::npos);
+    CHECK(own < shared);  // the template's own lines keep their numbers
+    CHECK(design.source.find("// ---- prelude: prelude.rs ----") != std::string::npos);
+    // The prelude is part of the design: another prelude is another hash.
+    write_text(dir.path / "prelude.rs", "fn shared_helper() -> u32 { 8 }\n");
+    auto changed = search::Template::load(config::load_template_config(dir.path / "preluded.template.yaml"),
+                                          toy_kernel(dir.path), "toy-target");
+    CHECK(changed->instantiate(changed->default_assignment()).content_hash != design.content_hash);
+
+    write_text(dir.path / "missing.template.yaml",
+               "template: missing\nkernel: toy\nsource: toy_stream.rs\nprelude: nowhere.rs\n");
+    std::string message = error_of([&] { config::load_template_config(dir.path / "missing.template.yaml"); });
+    CHECK(message.find("missing.template.yaml:4:") != std::string::npos);
+    CHECK(message.find("'prelude'") != std::string::npos);
+    CHECK(message.find("nowhere.rs") != std::string::npos);
+
+    write_text(dir.path / "prelude.rs", "const N: u32 = ${ENGINES};\n");
+    spec = config::load_template_config(dir.path / "preluded.template.yaml");
+    message = error_of([&] { search::Template::load(spec, toy_kernel(dir.path), "toy-target"); });
+    CHECK(message.find("prelude") != std::string::npos);
+    CHECK(message.find("${ENGINES}") != std::string::npos);
+}
+
+TEST_CASE("learnt quantity offsets move quantities and the constraints that name them; unknown names dropped") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    write_text(dir.path / "budget.template.yaml", R"(template: budget
+kernel: toy
+source: toy_stream.rs
+params:
+  ENGINES: {values: [1, 2, 4], default: 1}
+  SPLIT:   {values: [1, 2], default: 1}
+constraints:
+  - "dm_bytes <= 10000"
+quantities:
+  weight_bytes: "n * n"
+  dm_bytes: "ENGINES * 2000"
+)");
+    auto tmpl = search::Template::load(config::load_template_config(dir.path / "budget.template.yaml"),
+                                       toy_kernel(dir.path), "toy-target");
+    search::Assignment four = {{"ENGINES", 4}, {"SPLIT", 1}};
+    CHECK(tmpl->evaluate_quantities(four).at("dm_bytes") == doctest::Approx(8000));
+    CHECK_FALSE(tmpl->check_constraints(four).has_value());
+    tmpl->set_quantity_offsets({{"dm_bytes", 2500}, {"not_a_quantity", 1}});
+    CHECK(tmpl->quantity_offsets() == std::map<std::string, double>{{"dm_bytes", 2500}});
+    CHECK(tmpl->evaluate_quantities(four).at("dm_bytes") == doctest::Approx(10500));
+    CHECK(tmpl->evaluate_quantities(four).at("weight_bytes") == doctest::Approx(1024.0 * 1024.0));
+    CHECK(tmpl->instantiate(four).quantities.at("dm_bytes") == doctest::Approx(10500));
+    auto violated = tmpl->check_constraints(four);
+    REQUIRE(violated.has_value());
+    CHECK(violated->find("dm_bytes <= 10000") != std::string::npos);
+    CHECK_FALSE(tmpl->check_constraints({{"ENGINES", 2}, {"SPLIT", 1}}).has_value());
+    tmpl->set_quantity_offsets({});
+    CHECK_FALSE(tmpl->check_constraints(four).has_value());
+}
+
 TEST_CASE("constraints filter assignments and proposals") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);

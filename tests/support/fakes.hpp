@@ -14,6 +14,7 @@
 
 #include "eval/recorder.hpp"
 #include "target/device.hpp"
+#include "target/toolchain.hpp"
 
 namespace npuopt::fakes {
 
@@ -35,8 +36,12 @@ public:
     mutable std::vector<target::RunRequest> runs;  ///< every launch, in order
     mutable int builds = 0;
 
-    target::CheckResult build(const std::filesystem::path& file) const override {
+    mutable std::vector<std::string> build_shapes;  ///< each build's kernel and shape, "kernel k=v,…"
+
+    target::CheckResult build(const std::filesystem::path& file, const std::string& kernel,
+                              const std::map<std::string, std::int64_t>& shape) const override {
         ++builds;
+        build_shapes.push_back(kernel + " " + target::format_shape(shape));
         return on_build(file);
     }
 

@@ -315,8 +315,8 @@ TEST_CASE("an unknown placeholder is a configuration error naming it") {
         CHECK(std::string(error.what()).find("{bogus}") != std::string::npos);
         CHECK(std::string(error.what()).find("check") != std::string::npos);
     }
-    // {kernel} exists for run, not for check.
-    target.toolchain.check.argv = {"{bin}", "check", "{file}", "{kernel}"};
+    // {seed} exists for run, not for check.
+    target.toolchain.check.argv = {"{bin}", "check", "{file}", "{seed}"};
     CHECK_THROWS_AS(Toolchain(target, default_sandbox()).check(kernel.path), npuopt::Error);
 }
 
@@ -328,6 +328,17 @@ TEST_CASE("expand_argv: substrings / literal braces / an empty {check} dropped /
     CHECK(expanded == std::vector<std::string>{"--seed=7", R"({"json":1})", "xa=1y", "{", "x", ""});
     values["check"] = "--check";
     CHECK(expand_argv({"{check}"}, values, "run") == std::vector<std::string>{"--check"});
+    // {kernel} and {shape} are flag values: empty, they go with the flag before them.
+    std::map<std::string, std::string> no_kernel = {{"file", "k.rs"}, {"kernel", ""}, {"shape", ""}};
+    CHECK(expand_argv({"check", "{file}", "--kernel", "{kernel}", "--shape", "{shape}", "--json"}, no_kernel, "check") ==
+          std::vector<std::string>{"check", "k.rs", "--json"});
+    no_kernel["kernel"] = "ao";
+    no_kernel["shape"] = "hidden=8";
+    CHECK(expand_argv({"check", "{file}", "--kernel", "{kernel}", "--shape", "{shape}"}, no_kernel, "check") ==
+          std::vector<std::string>{"check", "k.rs", "--kernel", "ao", "--shape", "hidden=8"});
+    // Not a flag before it: only the empty argument goes.
+    no_kernel["kernel"] = "";
+    CHECK(expand_argv({"{file}", "{kernel}"}, no_kernel, "check") == std::vector<std::string>{"k.rs"});
     CHECK(npuopt::target::format_shape({{"seq", 1}, {"hidden", 3840}}) == "hidden=3840,seq=1");
     CHECK(npuopt::target::format_shape({}).empty());
 }
