@@ -209,7 +209,7 @@ TEST_CASE("a template's prelude: appended after its source / missing file named 
     CHECK(message.find("${ENGINES}") != std::string::npos);
 }
 
-TEST_CASE("learnt quantity offsets move quantities and the constraints that name them; unknown names dropped") {
+TEST_CASE("learnt quantity offsets move quantities and the constraints that name them, unknown names dropped") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);
     write_text(dir.path / "budget.template.yaml", R"(template: budget
