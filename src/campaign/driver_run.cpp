@@ -74,6 +74,17 @@ void CampaignDriver::Impl::restore_kernels() {
             kernel->reason.clear();
             kernel->failure_kind.clear();
         }
+        if (version_changed) {
+            // What an old toolchain counted beyond the templates' formulas is not what the new
+            // one counts: the offsets are learnt again from its own diagnostics.
+            nlohmann::json dropped = kernel->clear_quantity_offsets();
+            if (!dropped.empty()) {
+                records.emit("quantity_offsets_cleared", {{"kernel", kernel->name()},
+                                                          {"from", *previous_version},
+                                                          {"to", toolchain_version},
+                                                          {"offsets", std::move(dropped)}});
+            }
+        }
         if (version_changed && kernel->champion) {
             kernel->port_pending = true;
             kernel->ported_from = *previous_version;

@@ -70,6 +70,13 @@ void KernelRuntime::restore_quantity_offsets(const nlohmann::json& offsets) {
     }
 }
 
+nlohmann::json KernelRuntime::clear_quantity_offsets() {
+    nlohmann::json dropped = quantity_offsets_json();
+    for (auto& [name, tmpl] : templates_by_name)
+        tmpl->set_quantity_offsets({});
+    return dropped;
+}
+
 std::vector<QuantityCorrection> KernelRuntime::learn_quantity_misses(const std::string& template_name,
                                                                       const std::vector<eval::QuantityMiss>& misses) {
     std::vector<QuantityCorrection> corrections;

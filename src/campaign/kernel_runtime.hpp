@@ -85,6 +85,8 @@ struct KernelRuntime {
     /// Every template's learnt offsets, {template: {quantity: offset}} (part of state_json).
     nlohmann::json quantity_offsets_json() const;
     void restore_quantity_offsets(const nlohmann::json& offsets);
+    /// Forget every learnt offset (another toolchain lays memory out its own way); returns what was dropped.
+    nlohmann::json clear_quantity_offsets();
     /// The family of a template name (the name itself when the template is gone).
     std::string family_of(const std::string& template_name) const;
 };
