@@ -63,7 +63,7 @@ struct LlmConfig {
     double retry_cap_secs = 60.0;        ///< longest wait before a retry (Retry-After included)
     double temperature = 0.7;
     std::int64_t n = 1;                  ///< choices per call (best-of-n)
-    std::int64_t max_tokens = 4096;      ///< completion tokens per choice
+    std::int64_t max_tokens = 16384;     ///< completion tokens per choice (a whole kernel source is up to ~10k)
     LlmResponseFormat response_format = LlmResponseFormat::fenced_code;
     double price_prompt_per_1k = 0.0;    ///< cost per 1000 prompt tokens (any currency; 0: free)
     double price_completion_per_1k = 0.0;

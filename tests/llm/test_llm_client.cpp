@@ -136,7 +136,7 @@ TEST_CASE("a good reply is parsed with its usage and cost, the request carries t
     CHECK(body["messages"][0]["role"] == "system");
     CHECK(body["messages"][1]["content"] == "write a gemv");
     CHECK(body["n"] == 1);
-    CHECK(body["max_tokens"] == 4096);
+    CHECK(body["max_tokens"] == 16384);
     CHECK_FALSE(body.contains("response_format"));
 }
 

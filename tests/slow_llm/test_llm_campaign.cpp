@@ -78,12 +78,29 @@ std::string fenced(const std::string& code) { return "Here is the kernel.\n```ru
 
 /// A reply whose usage counts what a real server would (4 characters a token), so the token
 /// budget and the roles' affordability check see realistic sizes.
+/// A reply the way an OpenAI-compatible server gives it: usage counted at about 4 characters a
+/// token, and every choice cut off at the request's max_tokens (finish_reason "length"), so that
+/// a client which sized its call to the budget it had left is never charged more than that.
 ScriptedReply sized_reply(const llm::stub::ReceivedRequest& request, const std::vector<std::string>& contents) {
+    const auto sent = nlohmann::json::parse(request.body, nullptr, false);
+    const std::int64_t max_tokens =
+        sent.is_object() && sent.contains("max_tokens") ? sent["max_tokens"].get<std::int64_t>() : -1;
+    std::vector<std::string> cut;
+    std::vector<bool> truncated;
     std::int64_t completion = 0;
-    for (const auto& content : contents) completion += static_cast<std::int64_t>(content.size());
+    for (const auto& content : contents) {
+        const bool over = max_tokens >= 0 && static_cast<std::int64_t>(content.size()) > 4 * max_tokens;
+        cut.push_back(over ? content.substr(0, static_cast<std::size_t>(4 * max_tokens)) : content);
+        truncated.push_back(over);
+        completion += (static_cast<std::int64_t>(cut.back().size()) + 3) / 4;
+    }
+    auto body = nlohmann::json::parse(llm::stub::chat_completion_body(
+        cut, "stop", static_cast<std::int64_t>(request.body.size()) / 4, completion));
+    for (std::size_t idx = 0; idx < truncated.size(); ++idx) {
+        if (truncated[idx]) body["choices"][idx]["finish_reason"] = "length";
+    }
     ScriptedReply reply;
-    reply.body = llm::stub::chat_completion_body(contents, "stop", static_cast<std::int64_t>(request.body.size()) / 4,
-                                                 completion / 4);
+    reply.body = body.dump();
     return reply;
 }
 
