@@ -1,5 +1,7 @@
 #include "campaign/evaluator.hpp"
 
+#include <fmt/format.h>
+
 namespace npuopt::campaign {
 
 eval::Outcome CascadeEvaluator::evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
@@ -10,6 +12,24 @@ eval::Outcome CascadeEvaluator::evaluate(const eval::Candidate& candidate, const
 eval::Outcome CascadeEvaluator::revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
                                            const eval::KernelContext& kernel) {
     return m_cascade->revalidate(champion, predecessor, kernel);
+}
+
+search::ScreenEstimate CascadeEvaluator::static_estimate(const eval::Candidate& candidate,
+                                                         const eval::KernelContext& kernel) {
+    search::ScreenEstimate estimate;
+    const target::ScheduleResult schedule = m_device->estimate(candidate.source_file, kernel.spec.name, kernel.shape);
+    if (schedule.call.status == target::CallStatus::ok && schedule.cycles) {
+        estimate.cycles = schedule.cycles;
+        return estimate;
+    }
+    for (const auto& diagnostic : schedule.diagnostics) {
+        if (diagnostic.level != "error") continue;
+        estimate.illegal = true;
+        estimate.why = fmt::format("{} {}", diagnostic.code, diagnostic.message);
+        return estimate;
+    }
+    estimate.why = schedule.call.message.empty() ? "the schedule gave no cycles" : schedule.call.message;
+    return estimate;
 }
 
 double CascadeEvaluator::speed_of_light_cycles(const eval::KernelContext& kernel) {

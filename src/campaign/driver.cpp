@@ -259,6 +259,13 @@ std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& ker
         request.reopened_terms = kernel.reopened_terms;
         if (--kernel.reopen_steps_left == 0) kernel.reopened_terms.clear();  // saved with this step
     }
+    if (options.schedule_screen > 1) {
+        request.screen_width = static_cast<std::size_t>(options.schedule_screen);
+        request.screen = [this, &kernel](const search::Proposal& proposal) {
+            eval::Candidate candidate = records.candidate_of(proposal.design, 0, std::nullopt);
+            return evaluator->static_estimate(candidate, kernel.setup.context);
+        };
+    }
     if (auto proposal = kernel.search.next_proposal(request)) return proposal;
     if (!may_exhaust) return std::nullopt;
     kernel.state = KernelState::exhausted;

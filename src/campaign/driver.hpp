@@ -84,6 +84,9 @@ struct CampaignOptions {
                                           ///< a toolchain change)
     double strict_after = 0.75;           ///< campaign age (share of the budget) from which acceptance is strict
     std::optional<std::int64_t> max_steps;///< stop this run after so many steps (tests, demos)
+    /// Template proposals per step the evaluator's static estimate screens (search.schedule_screen;
+    /// 0: the cost model's order).
+    std::int64_t schedule_screen = 0;
     std::function<void(const Progress&)> progress;
     bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock
     /// Polled between steps; default: SIGINT/SIGTERM arrived (core/interrupt).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "eval/cascade.hpp"
+#include "search/screen.hpp"
 
 namespace npuopt::campaign {
 
@@ -24,6 +25,15 @@ public:
     /// Re-race the champion against its predecessor; accepted = the champion still wins.
     virtual eval::Outcome revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
                                      const eval::KernelContext& kernel) = 0;
+    /// The toolchain's static estimate of `candidate` (its `schedule`: a compile, no device run),
+    /// for the search's screen. None when there is no such estimate (the default).
+    virtual search::ScreenEstimate static_estimate(const eval::Candidate& candidate, const eval::KernelContext& kernel) {
+        (void)candidate;
+        (void)kernel;
+        search::ScreenEstimate none;
+        none.why = "the evaluator has no static estimate";
+        return none;
+    }
     /// The speed-of-light bound in cycles (0 when unknown).
     virtual double speed_of_light_cycles(const eval::KernelContext& kernel) = 0;
     /// The toolchain's version ("" when it is missing; `why` says why).
@@ -60,6 +70,7 @@ public:
                            const eval::KernelContext& kernel) override;
     eval::Outcome revalidate(const eval::Champion& champion, const eval::Champion& predecessor,
                              const eval::KernelContext& kernel) override;
+    search::ScreenEstimate static_estimate(const eval::Candidate& candidate, const eval::KernelContext& kernel) override;
     double speed_of_light_cycles(const eval::KernelContext& kernel) override;
     std::string toolchain_version(std::string* why = nullptr) override;
     std::string toolchain_name() override;

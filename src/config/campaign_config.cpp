@@ -274,7 +274,8 @@ std::optional<double> parse_duration_secs(std::string_view text) {
 CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) {
     YAML::Node root = detail::load_yaml_file(campaign_yaml);
     Fields top(campaign_yaml, root, "",
-               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "parallel", "executor", "llm"});
+               {"target", "kernels", "shape", "seed", "budgets", "sandbox", "toolchain", "acceptance", "parallel", "search", "executor",
+                "llm"});
     CampaignConfig config;
     config.file = campaign_yaml;
     config.dir = std::filesystem::absolute(campaign_yaml).parent_path().lexically_normal();
@@ -324,6 +325,13 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
     }
     if (top.has("acceptance")) config.acceptance = parse_acceptance(top);
     if (top.has("parallel")) config.parallel = parse_parallel(top);
+    if (top.has("search")) {
+        Fields search = top.map("search", {"schedule_screen"});
+        config.search.schedule_screen = search.integer_or("schedule_screen", config.search.schedule_screen);
+        if (config.search.schedule_screen < 0 || config.search.schedule_screen > 64) {
+            search.fail_at("schedule_screen", "expected candidates per step in [0, 64] (0: no static screen)");
+        }
+    }
     if (top.has("executor")) config.executor = parse_executor(top);
     if (top.has("llm")) config.llm = parse_llm(top, config.budgets);
     return config;
@@ -415,6 +423,13 @@ parallel:
   builders: 1
   devices: 1
 
+# What the search may spend besides device runs. schedule_screen: template proposals per step
+# that the toolchain's static schedule estimates first (a compile each, no device run; cached per
+# design); the schedule's bias is learnt per family from the designs then measured, and it is
+# weighed against the cost model by how well each predicted them. 0: the cost model's order.
+search:
+  schedule_screen: {schedule_screen}
+
 # Where toolchain calls run: local (here), or slurm (each call a batch job through sbatch, its
 # result back through <campaign>/spool on a file system the nodes share; a job that ends without a
 # result is submitted again, up to retries times). `npuopt status` lists the jobs in flight.
@@ -475,7 +490,7 @@ llm:
         fmt::arg("stall_timeout", defaults.llm.stall_timeout_secs), fmt::arg("concurrency", defaults.llm.concurrency),
         fmt::arg("max_retries", defaults.llm.max_retries), fmt::arg("retry_cap", defaults.llm.retry_cap_secs),
         fmt::arg("temperature", defaults.llm.temperature), fmt::arg("n", defaults.llm.n),
-        fmt::arg("max_tokens", defaults.llm.max_tokens),
+        fmt::arg("max_tokens", defaults.llm.max_tokens), fmt::arg("schedule_screen", defaults.search.schedule_screen),
         fmt::arg("response_format", llm_response_format_name(defaults.llm.response_format)),
         fmt::arg("price_prompt", defaults.llm.price_prompt_per_1k),
         fmt::arg("price_completion", defaults.llm.price_completion_per_1k),

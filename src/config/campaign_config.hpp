@@ -96,6 +96,15 @@ struct ParallelConfig {
     std::int64_t devices = 1;
 };
 
+/// How the search spends what costs no device run (campaign.yaml `search:`).
+struct SearchConfig {
+    /// Template proposals per step that the toolchain's static schedule estimates before the
+    /// device is used (a compile each, cached by design); the best combined estimate of the
+    /// schedule (with its bias learnt per family) and the cost model is evaluated. 0: the cost
+    /// model's order alone.
+    std::int64_t schedule_screen = 0;
+};
+
 /// Where toolchain calls run (campaign.yaml `executor:`): here, or each one as a Slurm batch job
 /// whose result comes back through the campaign's spool directory.
 struct ExecutorConfig {
@@ -124,6 +133,7 @@ struct CampaignConfig {
     std::optional<std::filesystem::path> toolchain_bin;  ///< overrides target.yaml's bin (resolved against dir)
     AcceptanceConfig acceptance;
     ParallelConfig parallel;
+    SearchConfig search;
     ExecutorConfig executor;
     LlmConfig llm;
 };

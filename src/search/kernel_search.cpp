@@ -86,6 +86,7 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
             unavailable.insert(role_name);
             continue;
         }
+        m_screen.rank(proposals, request.screen_width, request.screen);
         if (proposals.front().role.empty()) proposals.front().role = role_name;
         return std::move(proposals.front());
     }
@@ -102,6 +103,7 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
                                            [&](const Proposal& proposal) { return is_known(proposal.design.content_hash); }),
                             proposals.end());
             if (proposals.empty()) continue;
+            m_screen.rank(proposals, request.screen_width, request.screen);
             if (proposals.front().role.empty()) proposals.front().role = role->name();
             return std::move(proposals.front());
         }
@@ -134,7 +136,10 @@ void KernelSearch::notify(const StepFeedback& feedback) {
     m_stale_hashes.erase(design.content_hash);
     m_designs += 1;
     count_family(design.family, feedback.measured());
-    if (feedback.measured()) m_cost_model->observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
+    if (feedback.measured()) {
+        m_cost_model->observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
+        m_screen.observe(feedback.proposal, *feedback.cycles);
+    }
     if (feedback.scored) {
         const double token_secs = feedback.proposal.llm
                                       ? m_token_price * static_cast<double>(feedback.proposal.llm->charged_tokens) / 1000.0

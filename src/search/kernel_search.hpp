@@ -15,6 +15,7 @@
 #include "search/cost_model.hpp"
 #include "search/roles.hpp"
 #include "search/scheduler.hpp"
+#include "search/screen.hpp"
 
 namespace npuopt::search {
 
@@ -32,6 +33,11 @@ struct ProposalRequest {
     /// Cost terms re-opened after a toolchain update (SearchContext::reopened_terms): the
     /// analyst is asked first while there are any.
     std::vector<std::string> reopened_terms;
+    /// The static-schedule screen (search.schedule_screen): the first `screen_width` template
+    /// proposals of the role asked are estimated by `screen` and the best combined estimate goes
+    /// first. 0 or 1, or no `screen`: the cost model's order stands.
+    ScreenFn screen;
+    std::size_t screen_width = 0;
 };
 
 /// The search of one kernel.
@@ -73,6 +79,7 @@ public:
     CyclePredictor& cost_model() { return *m_cost_model; }
     const CyclePredictor& cost_model() const { return *m_cost_model; }
     const std::vector<std::unique_ptr<Role>>& roles() const { return m_roles; }
+    const ScheduleScreen& screen() const { return m_screen; }
     /// Designs tried so far (this run and replayed).
     std::int64_t designs() const { return m_designs; }
     /// The price of LLM tokens in the scheduler's currency, device-seconds per 1000 tokens
@@ -94,6 +101,7 @@ private:
     std::map<std::string, std::int64_t> m_family_failed;   ///< designs per family that ended without a measurement
     std::int64_t m_designs = 0;
     double m_token_price = 0.0;
+    ScheduleScreen m_screen;
 };
 
 }  // namespace npuopt::search

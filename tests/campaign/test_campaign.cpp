@@ -157,6 +157,14 @@ struct FakeEvaluator final : campaign::Evaluator {
     std::string identity = "fake-npuc 1";  ///< what toolchain_identity reports ("" = gone)
     std::string toolchain_identity() override { return identity; }
     std::string toolchain_name() override { return "fake"; }
+    /// Set: the static estimate (the search's schedule screen) of a candidate; unset: none.
+    std::function<search::ScreenEstimate(const eval::Candidate&)> schedule;
+    int schedule_calls = 0;
+    search::ScreenEstimate static_estimate(const eval::Candidate& candidate, const eval::KernelContext& kernel) override {
+        if (!schedule) return campaign::Evaluator::static_estimate(candidate, kernel);
+        ++schedule_calls;
+        return schedule(candidate);
+    }
 };
 
 config::KernelsConfig toy_kernels(const std::filesystem::path& dir) {
@@ -277,6 +285,50 @@ TEST_CASE("a small campaign with a fake evaluator reaches the best design") {
     CHECK(status.geomean_speedup == doctest::Approx(status.kernels[0].speedup));
     CHECK(campaign::render_status_text(status).find("toy") != std::string::npos);
     CHECK(campaign::to_json(status)["kernels"][0]["designs"] == static_cast<std::int64_t>(tree.nodes.size()));
+}
+
+TEST_CASE("with search.schedule_screen the static estimate reorders proposals and costs no device run") {
+    ScratchDir templates("templates");
+    test::write_toy_templates(templates.path);
+    double best_cycles = 0;
+    const std::string best = best_toy_hash(templates.path, &best_cycles);
+
+    // the same campaign without and with the screen; the schedule here is the truth halved
+    // (biased as static schedules are), so the screen can only help the model
+    ScratchDir plain_dir("campaign-plain");
+    FakeEvaluator plain;
+    auto plain_result = run_toy(plain_dir.path, templates.path, plain, toy_options(plain_dir.path));
+    CHECK(plain.schedule_calls == 0);
+
+    ScratchDir screened_dir("campaign-screened");
+    FakeEvaluator screened;
+    screened.schedule = [](const eval::Candidate& candidate) {
+        search::ScreenEstimate estimate;
+        estimate.cycles = 0.5 * true_cycles(candidate.quantities, read_file(candidate.source_file));
+        return estimate;
+    };
+    auto options = toy_options(screened_dir.path);
+    options.schedule_screen = 4;
+    auto screened_result = run_toy(screened_dir.path, templates.path, screened, options);
+    CHECK(screened_result.stop == campaign::StopReason::finished);
+    CHECK(screened.schedule_calls > 0);
+    for (const auto& [hash, count] : screened.calls) CHECK(count == 1);
+
+    auto store = store::CampaignStore::open(screened_dir.path / "campaign.db");
+    CHECK(champion_hash(store, "toy") == best);
+    int screened_edges = 0;
+    int reordered = 0;
+    for (const auto& edge : store::TreeStore(store.database()).list_edges("toy")) {
+        if (edge.reason.find("static schedule screen of") != std::string::npos) ++screened_edges;
+        if (edge.reason.find("the model ranked it #") != std::string::npos) ++reordered;
+    }
+    MESSAGE("evaluations: " << plain.evaluations << " without the screen, " << screened.evaluations << " with it ("
+                            << screened.schedule_calls << " schedule calls, " << screened_edges << " screened steps, "
+                            << reordered << " reordered)");
+    CHECK(screened_edges > 0);
+    // the screen's device runs are the evaluations' own: a schedule call spends none
+    CHECK(screened_result.device_runs_used == screened.device_runs + 2 * screened.revalidations);
+    CHECK(plain_result.device_runs_used == plain.device_runs + 2 * plain.revalidations);
 }
 
 TEST_CASE("a campaign resumes after a step limit without evaluating a design twice") {

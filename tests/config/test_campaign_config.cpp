@@ -46,6 +46,7 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.llm.repair_turns == defaults.llm.repair_turns);
     CHECK(campaign.parallel.builders == 1);
     CHECK(campaign.parallel.devices == 1);
+    CHECK(campaign.search.schedule_screen == defaults.search.schedule_screen);
     CHECK(campaign.executor.kind == "local");
     CHECK(campaign.executor.time_limit == defaults.executor.time_limit);
     CHECK(campaign.executor.retries == defaults.executor.retries);
@@ -53,6 +54,21 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.executor.array_size == 0);
     CHECK(campaign.executor.worker_idle_secs == doctest::Approx(120.0));
     CHECK(campaign.dir == scratch.path());
+}
+
+TEST_CASE("campaign.yaml: search.schedule_screen is read and a bad value names the key") {
+    ScratchDir scratch;
+    std::string file = (scratch.path() / "campaign.yaml").string();
+    scratch.write("campaign.yaml", "target: t\nsearch: {schedule_screen: 6}\n");
+    CHECK(config::load_campaign_config(file).search.schedule_screen == 6);
+    auto load = [&](const std::string& text) {
+        scratch.write("campaign.yaml", text);
+        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
+    };
+    CHECK(load("target: t\nsearch: {schedule_screen: -1}\n").find("'search.schedule_screen'") != std::string::npos);
+    CHECK(load("target: t\nsearch: {schedule_screen: 200}\n").find("in [0, 64]") != std::string::npos);
+    CHECK(load("target: t\nsearch: {schedule_screen: lots}\n").find("'search.schedule_screen'") != std::string::npos);
+    CHECK(load("target: t\nsearch: {screen: 4}\n").find("screen") != std::string::npos);
 }
 
 TEST_CASE("campaign.yaml: parallel and executor are read and their errors name the key") {

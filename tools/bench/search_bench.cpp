@@ -20,9 +20,12 @@
 // a cell whose file exists is not run again. Output: the cells worst first (by npuopt's ratio),
 // then per strategy the geomean of champion ÷ minimum, the count of cells within 1.25×, and how
 // many champions differ from their family's defaults. --json prints all of it as JSON.
+// Strategies: npuopt (the campaign as campaign.yaml leaves it), npuopt-screen (the same with
+// search.schedule_screen 4: four candidates a step through the static schedule before a device
+// run), random (uniform samples of the templates), hill (one-step hill-climbing from the defaults).
 //
 //   npuopt_bench_search [--json] [--device-runs N] [--chips K | --chip-seeds A,B] [--shapes all|A,B]
-//                       [--kernels K,K] [--only npuopt,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
+//                       [--kernels K,K] [--only npuopt,npuopt-screen,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
 //                       [--knowledge-dir DIR] [--profile FILE]
 
 #include <algorithm>
@@ -315,9 +318,11 @@ fs::path chip_knowledge(const Chip& chip, const fs::path& chip_dir, const config
 
 /// Run one strategy's campaign in `dir` (a copy of the chip's knowledge base) for its one kernel.
 std::int64_t run_strategy(const std::string& name, campaign::Workspace& workspace, std::int64_t device_runs) {
-    if (name == "npuopt") {
+    if (name == "npuopt" || name == "npuopt-screen") {
         campaign::RunOverrides overrides;
         overrides.device_runs = device_runs;
+        // npuopt as campaign.yaml leaves it, or with the static-schedule screen of 4 candidates a step
+        overrides.schedule_screen = name == "npuopt-screen" ? 4 : 0;
         return campaign::run_workspace(workspace, overrides).device_runs_used;
     }
     auto model = workspace.hardware_model();
@@ -647,9 +652,9 @@ int main(int argc, char** argv) {
             if (chip_count <= 0) throw Error(ErrorKind::invalid_input, "--chips must be positive");
             if (verify_runs <= 0) throw Error(ErrorKind::invalid_input, "--verify-runs must be positive");
             for (const auto& name : strategies) {
-                if (name != "npuopt" && name != "random" && name != "hill") {
+                if (name != "npuopt" && name != "npuopt-screen" && name != "random" && name != "hill") {
                     throw Error(ErrorKind::invalid_input,
-                                fmt::format("--only: unknown strategy '{}' (npuopt, random, hill)", name));
+                                fmt::format("--only: unknown strategy '{}' (npuopt, npuopt-screen, random, hill)", name));
                 }
             }
             if (strategies.empty()) throw Error(ErrorKind::invalid_input, "--only: no strategy named");
