@@ -1,7 +1,5 @@
 #include "campaign/evaluator.hpp"
 
-#include <fmt/format.h>
-
 namespace npuopt::campaign {
 
 eval::Outcome CascadeEvaluator::evaluate(const eval::Candidate& candidate, const std::optional<eval::Champion>& champion,
@@ -16,20 +14,8 @@ eval::Outcome CascadeEvaluator::revalidate(const eval::Champion& champion, const
 
 search::ScreenEstimate CascadeEvaluator::static_estimate(const eval::Candidate& candidate,
                                                          const eval::KernelContext& kernel) {
-    search::ScreenEstimate estimate;
-    const target::ScheduleResult schedule = m_device->estimate(candidate.source_file, kernel.spec.name, kernel.shape);
-    if (schedule.call.status == target::CallStatus::ok && schedule.cycles) {
-        estimate.cycles = schedule.cycles;
-        return estimate;
-    }
-    for (const auto& diagnostic : schedule.diagnostics) {
-        if (diagnostic.level != "error") continue;
-        estimate.illegal = true;
-        estimate.why = fmt::format("{} {}", diagnostic.code, diagnostic.message);
-        return estimate;
-    }
-    estimate.why = schedule.call.message.empty() ? "the schedule gave no cycles" : schedule.call.message;
-    return estimate;
+    const eval::Estimate estimate = m_cascade->static_estimate(candidate, kernel);
+    return {estimate.cycles, estimate.illegal, estimate.why};
 }
 
 double CascadeEvaluator::speed_of_light_cycles(const eval::KernelContext& kernel) {

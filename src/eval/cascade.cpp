@@ -155,6 +155,12 @@ Estimate Cascade::estimate_cycles(const Candidate& design, const KernelContext& 
     return estimate;
 }
 
+Estimate Cascade::static_estimate(const Candidate& design, const KernelContext& kernel) {
+    Candidate unpredicted = design;
+    unpredicted.predicted_cycles.reset();
+    return estimate_cycles(unpredicted, kernel, false);
+}
+
 StageContext Cascade::context_for(const Candidate& candidate, const std::optional<Champion>& champion,
                                   const KernelContext& kernel, Outcome& outcome) {
     m_recorder.set_row_tags(toolchain_version_id(), bench_config_hash(kernel));

@@ -83,6 +83,10 @@ public:
     /// count as launches happen: a killed step's launches are still charged.
     void set_launch_hook(std::function<void()> hook) { m_launch_hook = std::move(hook); }
     const CascadeConfig& config() const { return m_config; }
+    /// The toolchain's static schedule of `design` (its cost-model prediction ignored), through
+    /// the same cache the estimate stage uses; illegal with the schedule's diagnostics when it
+    /// rejects the design. No rules are mined from it (the estimate stage does that).
+    Estimate static_estimate(const Candidate& design, const KernelContext& kernel);
 
 private:
     Estimate estimate_cycles(const Candidate& design, const KernelContext& kernel, bool mine);

@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include <fmt/format.h>
+
+#include "numerics/robust.hpp"
 
 namespace npuopt::search {
 namespace {
 
 constexpr std::size_t k_spread_points = 3;  ///< log errors needed before a spread is trusted
 constexpr double k_spread_floor = 0.02;     ///< no predictor is trusted to better than 2 %
-
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    const std::size_t mid = values.size() / 2;
-    return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 double spread_about(const std::vector<double>& values, double centre) {
     double sum = 0.0;
@@ -51,12 +46,12 @@ ScreenFit ScheduleScreen::fit(const std::string& family) const {
     // the bias from the family's own designs as soon as it has one: families differ most in it
     const std::vector<double>& bias_from = !mine.schedule.empty() ? mine.schedule : pooled.schedule;
     fit.schedule_points = bias_from.size();
-    if (!bias_from.empty()) fit.schedule_bias = median(bias_from);
+    if (!bias_from.empty()) fit.schedule_bias = numerics::median(bias_from);
     const std::vector<double>& schedule_from = mine.schedule.size() >= k_spread_points ? mine.schedule : pooled.schedule;
     const std::vector<double>& model_from = mine.model.size() >= k_spread_points ? mine.model : pooled.model;
     const bool schedule_known = schedule_from.size() >= k_spread_points;
     const bool model_known = model_from.size() >= k_spread_points;
-    if (schedule_known) fit.schedule_spread = spread_about(schedule_from, median(schedule_from));
+    if (schedule_known) fit.schedule_spread = spread_about(schedule_from, numerics::median(schedule_from));
     if (model_known) {
         fit.model_points = model_from.size();
         fit.model_spread = root_mean_square(model_from);
@@ -84,6 +79,7 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
         std::size_t model_rank = 0;
     };
     std::vector<Scored> scored;
+    std::map<std::string, ScreenFit> fits;  // one fit per family in this ranking
     for (std::size_t idx = 0; idx < count; ++idx) {
         Scored item;
         item.proposal = std::move(proposals[idx]);
@@ -95,7 +91,10 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
             cached = m_estimates.emplace(hash, estimate(item.proposal)).first;
         }
         const ScreenEstimate& seen = cached->second;
-        item.fit = fit(item.proposal.design.family);
+        const std::string& family = item.proposal.design.family;
+        auto known_fit = fits.find(family);
+        if (known_fit == fits.end()) known_fit = fits.emplace(family, fit(family)).first;
+        item.fit = known_fit->second;
         const auto& model = item.proposal.predicted_cycles;
         if (seen.illegal) {
             item.score = std::numeric_limits<double>::max();  // last, but before those with no estimate at all

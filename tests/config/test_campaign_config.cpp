@@ -10,6 +10,16 @@ using namespace npuopt;
 using npuopt::test::error_message;
 using npuopt::test::ScratchDir;
 
+namespace {
+
+/// The invalid_config message of loading `text` as the scratch folder's campaign.yaml.
+std::string campaign_error(ScratchDir& scratch, const std::string& text) {
+    const auto file = scratch.write("campaign.yaml", text);
+    return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
+}
+
+}  // namespace
+
 TEST_CASE("the template npuopt init writes parses back to the defaults") {
     ScratchDir scratch;
     auto file = scratch.write("campaign.yaml", config::campaign_yaml_template("npu-sim", {"a", "b"}, 42));
@@ -61,10 +71,7 @@ TEST_CASE("campaign.yaml: search.schedule_screen is read and a bad value names t
     std::string file = (scratch.path() / "campaign.yaml").string();
     scratch.write("campaign.yaml", "target: t\nsearch: {schedule_screen: 6}\n");
     CHECK(config::load_campaign_config(file).search.schedule_screen == 6);
-    auto load = [&](const std::string& text) {
-        scratch.write("campaign.yaml", text);
-        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
-    };
+    auto load = [&](const std::string& text) { return campaign_error(scratch, text); };
     CHECK(load("target: t\nsearch: {schedule_screen: -1}\n").find("'search.schedule_screen'") != std::string::npos);
     CHECK(load("target: t\nsearch: {schedule_screen: 200}\n").find("in [0, 64]") != std::string::npos);
     CHECK(load("target: t\nsearch: {schedule_screen: lots}\n").find("'search.schedule_screen'") != std::string::npos);
@@ -88,10 +95,7 @@ TEST_CASE("campaign.yaml: parallel and executor are read and their errors name t
     CHECK(campaign.executor.queue_timeout_secs == doctest::Approx(1800.0));
     CHECK(campaign.executor.array_size == 8);
     CHECK(campaign.executor.worker_idle_secs == doctest::Approx(300.0));
-    auto load = [&](const std::string& text) {
-        scratch.write("campaign.yaml", text);
-        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
-    };
+    auto load = [&](const std::string& text) { return campaign_error(scratch, text); };
     CHECK(load("target: t\nparallel: {builders: 1, devices: 2}\n").find("'parallel.devices'") != std::string::npos);
     CHECK(load("target: t\nparallel: {builders: 0}\n").find("'parallel.builders'") != std::string::npos);
     CHECK(load("target: t\nparallel: {builders: many}\n").find("'parallel.builders'") != std::string::npos);
@@ -135,10 +139,7 @@ TEST_CASE("campaign.yaml: a minimal file takes defaults, overrides resolve again
 TEST_CASE("campaign.yaml errors name file:line and the key") {
     ScratchDir scratch;
     std::string file = (scratch.path() / "campaign.yaml").string();
-    auto load = [&](const std::string& text) {
-        scratch.write("campaign.yaml", text);
-        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
-    };
+    auto load = [&](const std::string& text) { return campaign_error(scratch, text); };
     SUBCASE("missing key") {
         std::string message = load("seed: 1\n");
         CHECK(message.find(file + ":1:") != std::string::npos);
@@ -233,10 +234,7 @@ TEST_CASE("campaign.yaml: llm.endpoint, the former name of llm.base_url, is stil
 TEST_CASE("campaign.yaml: llm errors name file:line and the key") {
     ScratchDir scratch;
     std::string file = (scratch.path() / "campaign.yaml").string();
-    auto load = [&](const std::string& text) {
-        scratch.write("campaign.yaml", text);
-        return error_message([&] { config::load_campaign_config(file); }, ErrorKind::invalid_config);
-    };
+    auto load = [&](const std::string& text) { return campaign_error(scratch, text); };
     SUBCASE("enabled without a base URL") {
         std::string message = load("target: t\nbudgets: {llm_tokens: 1000}\nllm:\n  enabled: true\n  model: m\n");
         CHECK(message.find(file + ":4:") != std::string::npos);
