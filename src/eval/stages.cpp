@@ -604,6 +604,11 @@ public:
                                          std::max<std::int64_t>(0, *left)));
             }
             race_config.max_launches = static_cast<std::size_t>(*left);
+            if (config.race_budget_share > 0.0) {
+                const auto first_look = static_cast<std::int64_t>(2 * std::max<std::size_t>(config.acceptance.min_pairs, 1));
+                const auto share = static_cast<std::int64_t>(std::floor(config.race_budget_share * static_cast<double>(*left)));
+                race_config.max_launches = static_cast<std::size_t>(std::min(*left, std::max(first_look, share)));
+            }
         }
         if (context.out_of_time && context.out_of_time()) {
             outcome.budget_exhausted = true;
@@ -692,9 +697,12 @@ RaceOutcome run_journalled_race(StageContext& context, const Candidate& side_a, 
     race.report = judge.race(spec_a, spec_b, gated, persist, choose_check);
     const JudgeReport& report = race.report;
     Outcome& outcome = context.outcome;
+    // Cut by the budget itself, not by the race's share of it (race_budget_share): the design is
+    // evaluated again when the campaign next runs.
+    const auto left_after = context.launches_left ? context.launches_left() : std::nullopt;
     outcome.budget_exhausted = report.verdict.out_of_time ||
                                (report.verdict.aborted && race_config.max_launches > 0 &&
-                                report.verdict.launches + 2 > race_config.max_launches);
+                                report.verdict.launches + 2 > race_config.max_launches && left_after && *left_after < 2);
     outcome.device_runs += static_cast<std::int64_t>(report.verdict.launches);
     outcome.device_secs += report.device_secs;
     if (!report.candidate_cycles.empty()) outcome.cycles_median = median(report.candidate_cycles);

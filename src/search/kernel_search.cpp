@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace npuopt::search {
 namespace {
 
@@ -67,6 +69,31 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
             for (auto& proposal : proposals) {
                 if (!proposal.reopened || is_known_now(proposal.design.content_hash)) continue;
                 if (proposal.role.empty()) proposal.role = "analyst";
+                return std::move(proposal);
+            }
+        }
+    }
+    if (m_steps_since_gain >= k_family_patience) {
+        // Every family is measured before one family's neighbourhood takes the budget: once the
+        // last k_family_patience measured steps found nothing while a parametrised family has no
+        // measurement, the architect (whose list starts with those families' entry points, the
+        // fitted model's best point for this chip) is asked first. A bandit paid per gain would
+        // otherwise keep the tuner on the first family that beat the baseline.
+        auto unmeasured = [&](const std::string& family) {
+            auto count = context.family_designs.find(family);
+            return count == context.family_designs.end() || count->second == 0;
+        };
+        const bool any_unmeasured = std::any_of(context.templates.begin(), context.templates.end(), [&](const auto& tmpl) {
+            return !tmpl->is_baseline() && !tmpl->params().empty() && unmeasured(tmpl->family());
+        });
+        auto architect = std::find_if(m_roles.begin(), m_roles.end(),
+                                      [](const auto& candidate) { return candidate->name() == "architect"; });
+        if (any_unmeasured && architect != m_roles.end()) {
+            for (auto& proposal : (*architect)->propose(context)) {
+                if (is_known(proposal.design.content_hash) || !unmeasured(proposal.design.family)) continue;
+                if (proposal.role.empty()) proposal.role = "architect";
+                proposal.reason = fmt::format("{} measured steps without a gain and family {} has no measurement: {}",
+                                              m_steps_since_gain, proposal.design.family, proposal.reason);
                 return std::move(proposal);
             }
         }
@@ -137,6 +164,7 @@ void KernelSearch::notify(const StepFeedback& feedback) {
     m_designs += 1;
     count_family(design.family, feedback.measured());
     if (feedback.measured()) {
+        m_steps_since_gain = feedback.became_champion ? 0 : m_steps_since_gain + 1;
         m_cost_model->observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
         m_screen.observe(feedback.proposal, *feedback.cycles);
     }

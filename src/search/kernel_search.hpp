@@ -87,6 +87,9 @@ public:
     void set_token_price(double device_secs_per_1k_tokens) { m_token_price = device_secs_per_1k_tokens; }
     /// The bandit's reward for a step: the share of the remaining log-distance to the bound it closed.
     static double reward(const StepFeedback& feedback);
+    /// Measured steps in a row, without a new champion, after which a parametrised family that
+    /// has no measurement yet is entered before the scheduler's pick.
+    static constexpr std::int64_t k_family_patience = 3;
 
 private:
     void count_family(const std::string& family, bool measured);
@@ -100,6 +103,7 @@ private:
     std::map<std::string, std::int64_t> m_family_designs;  ///< measured designs per family
     std::map<std::string, std::int64_t> m_family_failed;   ///< designs per family that ended without a measurement
     std::int64_t m_designs = 0;
+    std::int64_t m_steps_since_gain = 0;  ///< measured steps since the champion last changed (this run)
     double m_token_price = 0.0;
     ScheduleScreen m_screen;
 };

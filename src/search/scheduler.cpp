@@ -39,9 +39,11 @@ std::map<std::string, double> Scheduler::scores(double age) const {
         double mean = stats.weight > 1e-9 && best_rate > 0.0 ? (stats.weighted_rate / stats.weight) / best_rate : 0.0;
         double bonus = m_config.exploration * std::sqrt(2.0 * std::log(std::max(total_weight, 1.0) + 1.0) /
                                                         std::max(stats.weight, 0.05));
-        // A role that keeps coming back empty is worth less: scale by its share of useful pulls.
-        double pulls = static_cast<double>(stats.pulls + stats.empty);
-        double useful = pulls > 0.0 ? static_cast<double>(stats.pulls) / pulls : 1.0;
+        // A role that keeps coming back empty is worth less: scale by its share of useful pulls,
+        // counted with one useful pull in hand, since emptiness depends on the champion of the
+        // moment (one empty answer does not silence a role for the rest of the campaign).
+        double pulls = static_cast<double>(stats.pulls + stats.empty) + 1.0;
+        double useful = static_cast<double>(stats.pulls + 1) / pulls;
         result[role] = (mean + std::min(bonus, 1.0)) * useful + prior;
     }
     return result;

@@ -10,6 +10,8 @@
 #include <set>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "config/target_loader.hpp"
 #include "core/error.hpp"
 #include "eval/anti_gaming.hpp"
@@ -161,6 +163,7 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
         Campaign race_campaign(checks_toolchain());
         CascadeConfig race_always = quick_config();
         race_always.clear_win_ratio = 0.0;  // 0.8x would be a clear win: these allowances are about the race
+        race_always.race_budget_share = 0.0;  // the budget itself stops the race, not the race's share of it
         Cascade racing(race_campaign.toolchain, race_campaign.store, &race_campaign.rules, nullptr, race_always);
         int started = 0;
         racing.set_launch_hook([&] { ++started; });
@@ -174,6 +177,42 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
         CHECK_FALSE(outcome.accepted);  // no allowance here is enough for the test to accept
         CHECK(outcome.budget_exhausted);
     }
+}
+
+TEST_CASE("a race spends at most its share of the launches the budget has left, and a race cut by its share does not count as a spent budget") {
+    auto race_with = [](double share, std::int64_t allowance) {
+        Campaign campaign(checks_toolchain());
+        CascadeConfig config = quick_config();
+        config.clear_win_ratio = 0.0;
+        config.race_budget_share = share;
+        Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+        cascade.set_device_run_allowance(allowance);
+        const Champion champion{campaign.design("honest", 10000), 10000};
+        return cascade.evaluate(campaign.design("honest", 8000), champion, campaign.kernel());
+    };
+    // No cap: 200 launches are enough for the sequential test to accept a 1.25x speedup.
+    const Outcome uncapped = race_with(0.0, 200);
+    INFO("uncapped: " << uncapped.final_reason);
+    CHECK(uncapped.accepted);
+    REQUIRE(uncapped.stages.back().stage == StageKind::race);
+    const std::int64_t uncapped_race = uncapped.stages.back().device_runs;
+    // A quarter of what is left after the correctness launches, at least the first look's 8 launches.
+    const Outcome capped = race_with(0.25, 40);
+    INFO("capped: " << capped.final_reason);
+    REQUIRE(capped.stages.back().stage == StageKind::race);
+    const std::int64_t left = 40 - (capped.device_runs - capped.stages.back().device_runs);
+    const std::int64_t cap = std::max<std::int64_t>(8, static_cast<std::int64_t>(0.25 * static_cast<double>(left)));
+    CHECK(capped.stages.back().device_runs <= cap);
+    CHECK(capped.stages.back().device_runs < uncapped_race);
+    CHECK(capped.stages.back().verdict == Verdict::inconclusive);
+    CHECK_FALSE(capped.accepted);
+    CHECK_FALSE(capped.budget_exhausted);  // the campaign goes on; the design is not re-evaluated first
+    CHECK(has(capped.final_reason, fmt::format("allowance ({} launches)", cap)));
+    // The share never cuts below the first look: 12 launches left still race 8.
+    const Outcome small = race_with(0.25, 16);
+    INFO("small: " << small.final_reason);
+    REQUIRE(small.stages.back().stage == StageKind::race);
+    CHECK(small.stages.back().device_runs == 8);
 }
 
 TEST_CASE("a wall-time deadline cuts a step at its next launch boundary: nothing starts after it, a race ends before its next pair") {
