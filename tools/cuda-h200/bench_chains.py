@@ -58,6 +58,8 @@ def main():
                     help="TEMPLATE:P=V,P=V — a template (name without .template.yaml) at these parameters, default otherwise")
     ap.add_argument("--kernels", default="project_qkv,attention_output,feedforward")
     ap.add_argument("--torch", action="store_true", help="also time the chains as eager PyTorch and under torch.cuda.graphs (torch_chains.py)")
+    ap.add_argument("--timeout", type=int, default=180, help="seconds per cudac call (a hung design must not stop the session)")
+    ap.add_argument("--quick", action="store_true", help="designs other than the baselines in queued mode only (no host-timed row)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -70,9 +72,9 @@ def main():
 
     def cudac(*argv, check=False):
         try:  # a design that hangs (a grid barrier over blocks that are not resident) must not stop the session
-            proc = subprocess.run([args.cudac, *argv], capture_output=True, text=True, env=env, timeout=180)
+            proc = subprocess.run([args.cudac, *argv], capture_output=True, text=True, env=env, timeout=args.timeout)
         except subprocess.TimeoutExpired as e:
-            return 124, [], "timed out after 180 s: %s" % " ".join(argv)
+            return 124, [], "timed out after %d s: %s" % (args.timeout, " ".join(argv))
         return proc.returncode, lines_of(proc.stdout), proc.stdout + proc.stderr
 
     _, dev, _ = cudac("device")
@@ -134,6 +136,8 @@ def main():
                 if name == "baseline":
                     modes = [("eager", []), ("eager-idle", ["--launch-mode", "idle"]), ("graph", ["--graph"]),
                              ("graph-idle", ["--graph", "--launch-mode", "idle"])]
+                elif args.quick:
+                    modes = [("alone", [])]
                 else:
                     modes = [("alone", []), ("alone-idle", ["--launch-mode", "idle"])]
                 verify = None

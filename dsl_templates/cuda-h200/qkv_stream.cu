@@ -1,0 +1,352 @@
+// project_qkv, design family "gemv_stream": q, k, v = the three projections of
+// xn = RMSNorm(x) * attn_norm; q and k then get a per-head RMSNorm (q_norm, k_norm) and RoPE
+// (theta 10000, rotate-half pairs (i, i + head_dim/2), at position pos[b]); all in ONE launch, with
+// the block-tile GEMV body of ao_stream. The rows of wq | wk | wv are one range of
+// (q_heads + 2 kv_heads) * head_dim rows; a persistent grid of BPS blocks per SM, block g owns the
+// contiguous rows [g·N/G, (g+1)·N/G) and streams them SROWS rows per tile; its WARPS consumer warps
+// split every row's K range (16-byte vectors; x * attn_norm for the thread's vectors stays in its
+// registers as bf16, the 1/rms(x) of the fused norm is applied to each row's sum at the end; every
+// block computes the sum of squares of x itself while its first tiles are in flight). Warp sums are
+// reduced in shared memory in a fixed order.
+//   LOADER 1: a producer warp keeps STAGES tiles in flight with bulk asynchronous copies
+//     (cp.async.bulk) into a shared-memory ring with full/empty mbarriers per buffer.
+//   LOADER 0: 16-byte register loads, the next tile in flight while the current one is computed.
+// Epilogue: v rows are written at once (bf16); q and k rows go to an fp32 buffer and a per-head
+// counter (one atomic per head the block touches) names the block that completed a head: that
+// block applies the head's RMSNorm + RoPE, writes bf16 and resets the counter, so the workspace is
+// ready for the next launch.
+#include "npuopt_cuda.h"
+
+#define WARPS ${WARPS}
+#define SROWS ${SROWS}
+#define STAGES ${STAGES}
+#define BPS ${BPS}
+#define LOADER ${LOADER}
+#define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+        "r"(parity)
+        : "memory");
+}
+/// bytes from global src to shared dst by the copy engine; completion is counted on bar
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+__device__ __forceinline__ uint4 load_w(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+template <int NB>
+__device__ void block_sums(float (&v)[NB]) {
+    __shared__ float partial[32][NB];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) v[b] += __shfl_xor_sync(0xffffffffu, v[b], offset);
+    __syncthreads();
+    if (lane == 0)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) partial[warp][b] = v[b];
+    __syncthreads();
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float s = 0;
+        for (int w = 0; w < warps; ++w) s += partial[w][b];
+        v[b] = s;
+    }
+}
+
+/// acc[r][b] += the tile's rows · (x * attn_norm) over this thread's vectors (XV of them, t + i·T).
+/// Row r's vector i comes from src(r, i) (shared memory or registers).
+template <int NB, int XV, class Src>
+__device__ __forceinline__ void tile_dot(const uint4 (&xr)[NB][XV], int t, int kvec, Src src, float (&acc)[SROWS][NB]) {
+#pragma unroll
+    for (int i = 0; i < XV; ++i) {
+        if (t + i * (WARPS * 32) < kvec) {
+            float xf[NB][8];
+#pragma unroll
+            for (int b = 0; b < NB; ++b) unpack8(xr[b][i], xf[b]);
+#pragma unroll
+            for (int r = 0; r < SROWS; ++r) {
+                float wf[8];
+                unpack8(src(r, i), wf);
+#pragma unroll
+                for (int b = 0; b < NB; ++b)
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
+            }
+        }
+    }
+}
+
+/// smem: [ring: STAGES · SROWS · H bf16 (LOADER 1)] [red: rows_max · NB · WARPS fp32] [ys: max(rows_max, D) · NB fp32]
+template <int NB, int XV>
+__global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* __restrict__ x, const int* __restrict__ pos,
+                                                           const __nv_bfloat16* __restrict__ attn_norm, const __nv_bfloat16* __restrict__ wq,
+                                                           const __nv_bfloat16* __restrict__ wk, const __nv_bfloat16* __restrict__ wv,
+                                                           const __nv_bfloat16* __restrict__ q_norm, const __nv_bfloat16* __restrict__ k_norm,
+                                                           __nv_bfloat16* __restrict__ q, __nv_bfloat16* __restrict__ k,
+                                                           __nv_bfloat16* __restrict__ v, float* acc_buf, unsigned* head_count, int H,
+                                                           int QH, int KH, int D, int rows_max) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
+    __shared__ int s_done[8];
+    const int N = (QH + 2 * KH) * D, q_rows = QH * D, k_rows = KH * D;
+    const int kvec = H / 8;
+    uint4* ring = reinterpret_cast<uint4*>(smem);
+    float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * H * 2 : 0));
+    float* ys = red + size_t(rows_max) * NB * WARPS;
+    const int rbeg = int(long(blockIdx.x) * N / gridDim.x), rend = int(long(blockIdx.x + 1) * N / gridDim.x);
+    const int nrows = rend - rbeg, ntiles = (nrows + SROWS - 1) / SROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
+    auto row_ptr = [&](int row) {
+        return row < q_rows ? wq + size_t(row) * H : row < q_rows + k_rows ? wk + size_t(row - q_rows) * H : wv + size_t(row - q_rows - k_rows) * H;
+    };
+    (void)ring;
+#if LOADER == 1
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    auto issue = [&](int i) {  // tile i into buffer i % STAGES (one copy per row: wq, wk, wv are separate tensors)
+        const int s = i % STAGES;
+        const int r0 = rbeg + i * SROWS, nr = min(SROWS, rend - r0);
+        mbar_expect_tx(&full[s], unsigned(nr) * H * 2);
+        for (int r = 0; r < nr; ++r) bulk_copy(ring + (size_t(s) * SROWS + r) * kvec, row_ptr(r0 + r), unsigned(H) * 2, &full[s]);
+    };
+    if (warp == WARPS && lane == 0)
+        for (int i = 0; i < min(STAGES, ntiles); ++i) issue(i);
+#else
+    uint4 wn[SROWS][XV];  // the next tile, in flight while the current one is computed
+    auto load_tile = [&](int i) {
+#pragma unroll
+        for (int r = 0; r < SROWS; ++r) {
+            const uint4* p = reinterpret_cast<const uint4*>(row_ptr(min(rbeg + i * SROWS + r, rend - 1)));
+#pragma unroll
+            for (int xi = 0; xi < XV; ++xi) {
+                const int j = t + xi * (WARPS * 32);
+                wn[r][xi] = j < kvec ? load_w(p + j) : make_uint4(0, 0, 0, 0);
+            }
+        }
+    };
+    if (ntiles > 0) load_tile(0);
+#endif
+    // the fused norm: 1/rms(x) per batch row, by the whole block while the first tiles are in flight
+    float rs[NB] = {};
+    for (int i = threadIdx.x; i < kvec; i += blockDim.x)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            float f[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * H) + i), f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) rs[b] = fmaf(f[e], f[e], rs[b]);
+        }
+    block_sums<NB>(rs);
+#pragma unroll
+    for (int b = 0; b < NB; ++b) rs[b] = rsqrtf(rs[b] / H + 1e-6f);
+#if LOADER == 1
+    if (warp == WARPS) {  // the producer warp: one lane issues the remaining copies as buffers free up
+        if (lane == 0)
+            for (int i = STAGES; i < ntiles; ++i) {
+                mbar_wait(&empty[i % STAGES], ((i / STAGES) - 1) & 1);
+                issue(i);
+            }
+        __syncwarp();
+    } else
+#endif
+    {
+        uint4 xr[NB][XV];  // x * attn_norm (bf16) for this thread's vectors
+#pragma unroll
+        for (int xi = 0; xi < XV; ++xi) {
+            const int j = t + xi * (WARPS * 32);
+            float nw[8];
+            unpack8(j < kvec ? __ldg(reinterpret_cast<const uint4*>(attn_norm) + j) : make_uint4(0, 0, 0, 0), nw);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                float f[8];
+                unpack8(j < kvec ? __ldg(reinterpret_cast<const uint4*>(x + size_t(b) * H) + j) : make_uint4(0, 0, 0, 0), f);
+                __nv_bfloat162 o[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[e] = __floats2bfloat162_rn(f[2 * e] * nw[2 * e], f[2 * e + 1] * nw[2 * e + 1]);
+                xr[b][xi] = *reinterpret_cast<uint4*>(o);
+            }
+        }
+        for (int i = 0; i < ntiles; ++i) {
+            float acc[SROWS][NB] = {};
+            const int nr = min(SROWS, nrows - i * SROWS);
+#if LOADER == 1
+            const int s = i % STAGES;
+            mbar_wait(&full[s], (i / STAGES) & 1);
+            const uint4* buf = ring + size_t(s) * SROWS * kvec;
+            tile_dot<NB, XV>(xr, t, kvec, [&](int r, int xi) { return buf[r * kvec + t + xi * (WARPS * 32)]; }, acc);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+#else
+            uint4 wc[SROWS][XV];
+#pragma unroll
+            for (int r = 0; r < SROWS; ++r)
+#pragma unroll
+                for (int xi = 0; xi < XV; ++xi) wc[r][xi] = wn[r][xi];
+            if (i + 1 < ntiles) load_tile(i + 1);
+            tile_dot<NB, XV>(xr, t, kvec, [&](int r, int xi) { return wc[r][xi]; }, acc);
+#endif
+#pragma unroll
+            for (int r = 0; r < SROWS; ++r)
+#pragma unroll
+                for (int b = 0; b < NB; ++b)
+#pragma unroll
+                    for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
+            if (lane == 0)
+#pragma unroll
+                for (int r = 0; r < SROWS; ++r)
+                    if (r < nr)
+#pragma unroll
+                        for (int b = 0; b < NB; ++b) red[(size_t(i * SROWS + r) * NB + b) * WARPS + warp] = acc[r][b];
+        }
+    }
+    __syncthreads();
+    // the block's rows: warps' sums added in a fixed order, scaled by 1/rms(x); v rows are final
+    for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
+        float y = 0;
+#pragma unroll 4
+        for (int w = 0; w < WARPS; ++w) y += red[size_t(idx) * WARPS + w];
+        const int r = idx / NB, b = idx - r * NB, row = rbeg + r;
+        float scale = 0;
+#pragma unroll
+        for (int bb = 0; bb < NB; ++bb)
+            if (bb == b) scale = rs[bb];
+        y *= scale;
+        if (row >= q_rows + k_rows) v[size_t(b) * k_rows + (row - q_rows - k_rows)] = __float2bfloat16(y);
+        else acc_buf[size_t(b) * N + row] = y;
+    }
+    __threadfence();
+    __syncthreads();
+    // per-head counters of the q and k heads this block touched: who completes a head finishes it
+    const int h0 = rbeg / D, h1 = min((rend - 1) / D, QH + KH - 1);
+    if (threadIdx.x == 0)
+        for (int h = h0; h <= h1 && h - h0 < 8; ++h) {
+            const int lo = max(rbeg, h * D), hi = min(rend, (h + 1) * D);
+            s_done[h - h0] = atomicAdd(head_count + h, unsigned(hi - lo)) + unsigned(hi - lo) == unsigned(D);
+        }
+    __syncthreads();
+    for (int h = h0; h <= h1 && h - h0 < 8; ++h) {
+        if (!s_done[h - h0]) continue;
+        __threadfence();
+        const __nv_bfloat16* nw = h < QH ? q_norm : k_norm;
+        __nv_bfloat16* dst_base = h < QH ? q + size_t(h) * D : k + size_t(h - QH) * D;
+        const int dst_stride = h < QH ? QH * D : KH * D;
+        float ss[NB] = {};
+        for (int idx = threadIdx.x; idx < NB * D; idx += blockDim.x) {
+            const int b = idx / D, i = idx - b * D;
+            const float y = __ldcg(acc_buf + size_t(b) * N + size_t(h) * D + i);
+            ys[idx] = y;
+#pragma unroll
+            for (int bb = 0; bb < NB; ++bb)
+                if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
+        }
+        block_sums<NB>(ss);  // its __syncthreads also publishes ys
+        for (int idx = threadIdx.x; idx < NB * (D / 2); idx += blockDim.x) {
+            const int b = idx / (D / 2), i = idx - b * (D / 2);
+            float scale = 0;
+#pragma unroll
+            for (int bb = 0; bb < NB; ++bb)
+                if (bb == b) scale = rsqrtf(ss[bb] / D + 1e-6f);
+            const float a = ys[b * D + i] * scale * __bfloat162float(nw[i]);
+            const float c2 = ys[b * D + i + D / 2] * scale * __bfloat162float(nw[i + D / 2]);
+            const float freq = exp2f(-(2.0f * i / D) * 13.287712379549449f);  // log2(10000)
+            float sn, co;
+            sincosf(float(pos[b]) * freq, &sn, &co);
+            __nv_bfloat16* dst = dst_base + size_t(b) * dst_stride;
+            dst[i] = __float2bfloat16(a * co - c2 * sn);
+            dst[i + D / 2] = __float2bfloat16(a * sn + c2 * co);
+        }
+        if (threadIdx.x == 0) head_count[h] = 0;
+        __syncthreads();  // ys is reused by the next head
+    }
+}
+
+static size_t acc_bytes(const NpuoptCtx* c) {
+    const size_t n = size_t(npuopt_shape(c, "q_heads") + 2 * npuopt_shape(c, "kv_heads")) * npuopt_shape(c, "head_dim");
+    return (size_t(npuopt_shape(c, "batch")) * n * 4 + 255) / 256 * 256;
+}
+
+NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) {
+    return acc_bytes(c) + (size_t(npuopt_shape(c, "q_heads") + 2 * npuopt_shape(c, "kv_heads")) * 4 + 255) / 256 * 256;
+}
+
+template <int NB, int XV>
+static int launch_xv(const NpuoptCtx* c) {
+    const int H = int(npuopt_shape(c, "hidden")), QH = int(npuopt_shape(c, "q_heads")), KH = int(npuopt_shape(c, "kv_heads")),
+              D = int(npuopt_shape(c, "head_dim"));
+    const int N = (QH + 2 * KH) * D, grid = c->sm_count * BPS;
+    const int rows_max = (N + grid - 1) / grid;
+    if (D % 2 != 0 || rows_max / D + 2 > 8) return 2;
+    const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * H * 2 : 0) + size_t(rows_max) * NB * WARPS * 4 +
+                        size_t(rows_max > D ? rows_max : D) * NB * 4;
+    if (smem > c->smem_per_block_optin) return 3;
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(qkv_stream<NB, XV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        configured = true;
+    }
+    char* ws = static_cast<char*>(c->workspace);
+    qkv_stream<NB, XV><<<grid, THREADS, smem, c->stream>>>(
+        npuopt_tensor<__nv_bfloat16>(c, "x"), npuopt_tensor<int>(c, "pos"), npuopt_tensor<__nv_bfloat16>(c, "attn_norm"),
+        npuopt_tensor<__nv_bfloat16>(c, "wq"), npuopt_tensor<__nv_bfloat16>(c, "wk"), npuopt_tensor<__nv_bfloat16>(c, "wv"),
+        npuopt_tensor<__nv_bfloat16>(c, "q_norm"), npuopt_tensor<__nv_bfloat16>(c, "k_norm"), npuopt_tensor<__nv_bfloat16>(c, "q"),
+        npuopt_tensor<__nv_bfloat16>(c, "k"), npuopt_tensor<__nv_bfloat16>(c, "v"), reinterpret_cast<float*>(ws),
+        reinterpret_cast<unsigned*>(ws + acc_bytes(c)), H, QH, KH, D, rows_max);
+    return 0;
+}
+
+template <int NB>
+static int launch_nb(const NpuoptCtx* c) {
+    const int H = int(npuopt_shape(c, "hidden"));
+    if (H % 8 != 0) return 2;
+    const int xv = (H / 8 + WARPS * 32 - 1) / (WARPS * 32);  // 16-byte vectors per thread per row
+    if (xv <= 1) return launch_xv<NB, 1>(c);
+    if (xv <= 2) return launch_xv<NB, 2>(c);
+    if (xv <= 4) return launch_xv<NB, 4>(c);
+    return 2;
+}
+
+NPUOPT_EXPORT int npuopt_launch(const NpuoptCtx* c) {
+    switch (npuopt_shape(c, "batch")) {
+        case 1: return launch_nb<1>(c);
+        case 2: return launch_nb<2>(c);
+        case 4: return launch_nb<4>(c);
+        case 8: return launch_nb<8>(c);
+        default: return 1;
+    }
+}
