@@ -17,7 +17,9 @@
 // shared memory, writes its rows' sum of squares into a slot, one grid barrier (all blocks are
 // co-resident: launch checks the occupancy), every block adds all slots in one fixed order (the
 // same total, bitwise, in every block and every launch) and normalises + adds the residual for its
-// own rows. No atomics on data; the barrier leaves the workspace ready for the next launch.
+// own rows. No atomics on data; the barrier (a 64-bit arrival count that only grows, release /
+// acquire) leaves the workspace ready for the next launch. Each thread loads the residual and
+// post_norm value of the output it finishes at the start, so they arrive while the weights stream.
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -86,23 +88,20 @@ __device__ void block_sums(float (&v)[NB]) {
     }
 }
 
-/// Grid-wide barrier for a co-resident grid: bar[0] counts arrivals (reset by the last arriver),
-/// bar[1] is a generation number that only grows, so no reset is needed between launches.
-__device__ __forceinline__ void grid_barrier(unsigned* bar) {
-    __threadfence();
+/// Grid-wide barrier for a co-resident grid, one round trip to L2 per block: thread 0 adds 1 to a
+/// 64-bit arrival count with release semantics (its own slot store before it) and waits with
+/// acquire loads until the count reaches the next multiple of the grid size. The count only
+/// grows (2^64 arrivals never wrap), so nothing is reset between launches. The __syncthreads
+/// around it order the other threads' accesses, as cooperative groups' grid sync does.
+__device__ __forceinline__ void grid_arrive_wait(unsigned long long* count) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile unsigned* gen = bar + 1;
-        const unsigned my_gen = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == my_gen) __nanosleep(32);
-        }
-        __threadfence();
+        unsigned long long old, now;
+        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(count) : "memory");
+        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(count) : "memory");
+        } while (now < target);
     }
     __syncthreads();
 }
@@ -134,7 +133,7 @@ __device__ __forceinline__ void tile_dot(const uint4 (&xr)[NB][XV], int t, int k
 template <int NB, int XV>
 __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* __restrict__ attn, const __nv_bfloat16* __restrict__ residual,
                                                           const __nv_bfloat16* __restrict__ wo, const __nv_bfloat16* __restrict__ post_norm,
-                                                          __nv_bfloat16* __restrict__ out, float* slots, unsigned* bar, int N, int K,
+                                                          __nv_bfloat16* __restrict__ out, float* slots, unsigned long long* bar, int N, int K,
                                                           int rows_max) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
@@ -146,6 +145,14 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     const int rbeg = int(long(blockIdx.x) * N / gridDim.x), rend = int(long(blockIdx.x + 1) * N / gridDim.x);
     const int nrows = rend - rbeg, ntiles = (nrows + SROWS - 1) / SROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
+    // the epilogue's inputs for the (row, batch) item t (t < nrows * NB), loaded now: they arrive
+    // while the weights stream instead of costing a memory round trip after the grid barrier
+    float pre_res = 0, pre_w = 0;
+    if (t < nrows * NB) {
+        const int r = t / NB, b = t - r * NB;
+        pre_res = __bfloat162float(residual[size_t(b) * N + rbeg + r]);
+        pre_w = __bfloat162float(post_norm[rbeg + r]);
+    }
 
 #if LOADER == 1
     if (threadIdx.x == 0) {
@@ -244,7 +251,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     if (threadIdx.x == 0)
 #pragma unroll
         for (int b = 0; b < NB; ++b) slots[size_t(blockIdx.x) * NB + b] = ss[b];
-    grid_barrier(bar);
+    grid_arrive_wait(bar);
     if (warp == 0) {  // every block adds the slots in the same order: lane l takes l, l + 32, ...
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
@@ -259,7 +266,9 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
         const int r = idx / NB, b = idx - r * NB, i = rbeg + r;
         const size_t at = size_t(b) * N + i;
-        out[at] = __float2bfloat16(__bfloat162float(residual[at]) + ys[idx] * s_scale[b] * __bfloat162float(post_norm[i]));
+        const float res = idx == t ? pre_res : __bfloat162float(residual[at]);
+        const float w = idx == t ? pre_w : __bfloat162float(post_norm[i]);
+        out[at] = __float2bfloat16(res + ys[idx] * s_scale[b] * w);
     }
 }
 
@@ -287,7 +296,7 @@ static int launch_xv(const NpuoptCtx* c) {
     ao_stream<NB, XV><<<grid, THREADS, smem, c->stream>>>(
         npuopt_tensor<__nv_bfloat16>(c, "attn"), npuopt_tensor<__nv_bfloat16>(c, "residual"), npuopt_tensor<__nv_bfloat16>(c, "wo"),
         npuopt_tensor<__nv_bfloat16>(c, "post_norm"), npuopt_tensor<__nv_bfloat16>(c, "out"), reinterpret_cast<float*>(ws),
-        reinterpret_cast<unsigned*>(ws + slot_bytes(c)), N, K, rows_max);
+        reinterpret_cast<unsigned long long*>(ws + slot_bytes(c)), N, K, rows_max);
     return 0;
 }
 

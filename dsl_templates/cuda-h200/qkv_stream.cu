@@ -6,15 +6,16 @@
 // contiguous rows [g·N/G, (g+1)·N/G) and streams them SROWS rows per tile; its WARPS consumer warps
 // split every row's K range (16-byte vectors; x * attn_norm for the thread's vectors stays in its
 // registers as bf16, the 1/rms(x) of the fused norm is applied to each row's sum at the end; every
-// block computes the sum of squares of x itself while its first tiles are in flight). Warp sums are
-// reduced in shared memory in a fixed order.
+// block gets the sum of squares of x from the vectors its threads hold, reduced after the main
+// loop). Warp sums are reduced in shared memory in a fixed order.
 //   LOADER 1: a producer warp keeps STAGES tiles in flight with bulk asynchronous copies
 //     (cp.async.bulk) into a shared-memory ring with full/empty mbarriers per buffer.
 //   LOADER 0: 16-byte register loads, the next tile in flight while the current one is computed.
 // Epilogue: v rows are written at once (bf16); q and k rows go to an fp32 buffer and a per-head
 // counter (one atomic per head the block touches) names the block that completed a head: that
 // block applies the head's RMSNorm + RoPE, writes bf16 and resets the counter, so the workspace is
-// ready for the next launch.
+// ready for the next launch. The norm weights and positions the epilogue needs are loaded at the
+// start, so they arrive while the weights stream.
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -162,19 +163,20 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     };
     if (ntiles > 0) load_tile(0);
 #endif
-    // the fused norm: 1/rms(x) per batch row, by the whole block while the first tiles are in flight
+    // the fused norm: each consumer thread adds the squares of its own vectors of x (together they
+    // cover x once), reduced over the block after the main loop: no pass over x of its own
     float rs[NB] = {};
-    for (int i = threadIdx.x; i < kvec; i += blockDim.x)
+    // the head epilogue's inputs for pair i = t, loaded now: they arrive while the weights stream
+    float pre_qa = 0, pre_qb = 0, pre_ka = 0, pre_kb = 0;
+    if (t < D / 2) {
+        pre_qa = __bfloat162float(q_norm[t]);
+        pre_qb = __bfloat162float(q_norm[t + D / 2]);
+        pre_ka = __bfloat162float(k_norm[t]);
+        pre_kb = __bfloat162float(k_norm[t + D / 2]);
+    }
+    int pre_pos[NB];
 #pragma unroll
-        for (int b = 0; b < NB; ++b) {
-            float f[8];
-            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * H) + i), f);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) rs[b] = fmaf(f[e], f[e], rs[b]);
-        }
-    block_sums<NB>(rs);
-#pragma unroll
-    for (int b = 0; b < NB; ++b) rs[b] = rsqrtf(rs[b] / H + 1e-6f);
+    for (int b = 0; b < NB; ++b) pre_pos[b] = pos[b];
 #if LOADER == 1
     if (warp == WARPS) {  // the producer warp: one lane issues the remaining copies as buffers free up
         if (lane == 0)
@@ -196,6 +198,8 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
             for (int b = 0; b < NB; ++b) {
                 float f[8];
                 unpack8(j < kvec ? __ldg(reinterpret_cast<const uint4*>(x + size_t(b) * H) + j) : make_uint4(0, 0, 0, 0), f);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) rs[b] = fmaf(f[e], f[e], rs[b]);
                 __nv_bfloat162 o[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[e] = __floats2bfloat162_rn(f[2 * e] * nw[2 * e], f[2 * e + 1] * nw[2 * e + 1]);
@@ -235,7 +239,9 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
                         for (int b = 0; b < NB; ++b) red[(size_t(i * SROWS + r) * NB + b) * WARPS + warp] = acc[r][b];
         }
     }
-    __syncthreads();
+    block_sums<NB>(rs);  // its __syncthreads also publish red
+#pragma unroll
+    for (int b = 0; b < NB; ++b) rs[b] = rsqrtf(rs[b] / H + 1e-6f);
     // the block's rows: warps' sums added in a fixed order, scaled by 1/rms(x); v rows are final
     for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
         float y = 0;
@@ -276,20 +282,21 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
                 if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
         }
         block_sums<NB>(ss);  // its __syncthreads also publishes ys
-        for (int idx = threadIdx.x; idx < NB * (D / 2); idx += blockDim.x) {
-            const int b = idx / (D / 2), i = idx - b * (D / 2);
-            float scale = 0;
-#pragma unroll
-            for (int bb = 0; bb < NB; ++bb)
-                if (bb == b) scale = rsqrtf(ss[bb] / D + 1e-6f);
-            const float a = ys[b * D + i] * scale * __bfloat162float(nw[i]);
-            const float c2 = ys[b * D + i + D / 2] * scale * __bfloat162float(nw[i + D / 2]);
+        for (int i = threadIdx.x; i < D / 2; i += blockDim.x) {
+            const float wa = i == t ? (h < QH ? pre_qa : pre_ka) : __bfloat162float(nw[i]);
+            const float wb = i == t ? (h < QH ? pre_qb : pre_kb) : __bfloat162float(nw[i + D / 2]);
             const float freq = exp2f(-(2.0f * i / D) * 13.287712379549449f);  // log2(10000)
-            float sn, co;
-            sincosf(float(pos[b]) * freq, &sn, &co);
-            __nv_bfloat16* dst = dst_base + size_t(b) * dst_stride;
-            dst[i] = __float2bfloat16(a * co - c2 * sn);
-            dst[i + D / 2] = __float2bfloat16(a * sn + c2 * co);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const float scale = rsqrtf(ss[b] / D + 1e-6f);
+                const float a = ys[b * D + i] * scale * wa;
+                const float c2 = ys[b * D + i + D / 2] * scale * wb;
+                float sn, co;
+                sincosf(float(pre_pos[b]) * freq, &sn, &co);
+                __nv_bfloat16* dst = dst_base + size_t(b) * dst_stride;
+                dst[i] = __float2bfloat16(a * co - c2 * sn);
+                dst[i + D / 2] = __float2bfloat16(a * sn + c2 * co);
+            }
         }
         if (threadIdx.x == 0) head_count[h] = 0;
         __syncthreads();  // ys is reused by the next head

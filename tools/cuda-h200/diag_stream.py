@@ -17,7 +17,7 @@ AO = "batch=1,hidden=3840,q_heads=16,head_dim=256"
 QKV = "batch=1,hidden=3840,kv_heads=8,q_heads=16,head_dim=256"
 CUTS = {  # name -> (template, [(old, new)]) applied to the instantiated source
     "noloop": [("ntiles = (nrows + SROWS - 1) / SROWS", "ntiles = 0")],
-    "nobar": [("    grid_barrier(bar);\n", "\n")],
+    "nobar": [("    grid_arrive_wait(bar);\n", "\n")],
     "nohead": [("s_done[h - h0] = atomicAdd(head_count + h, unsigned(hi - lo)) + unsigned(hi - lo) == unsigned(D);", "s_done[h - h0] = 0;")],
 }
 
