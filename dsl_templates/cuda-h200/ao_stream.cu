@@ -67,43 +67,18 @@ __device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
     }
 }
 
-template <int NB>
-__device__ void block_sums(float (&v)[NB]) {
-    __shared__ float partial[32][NB];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-#pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) v[b] += __shfl_xor_sync(0xffffffffu, v[b], offset);
-    __syncthreads();
-    if (lane == 0)
-#pragma unroll
-        for (int b = 0; b < NB; ++b) partial[warp][b] = v[b];
-    __syncthreads();
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        float s = 0;
-        for (int w = 0; w < warps; ++w) s += partial[w][b];
-        v[b] = s;
-    }
-}
-
 /// Grid-wide barrier for a co-resident grid, one round trip to L2 per block: thread 0 adds 1 to a
 /// 64-bit arrival count with release semantics (its own slot store before it) and waits with
 /// acquire loads until the count reaches the next multiple of the grid size. The count only
-/// grows (2^64 arrivals never wrap), so nothing is reset between launches. The __syncthreads
-/// around it order the other threads' accesses, as cooperative groups' grid sync does.
-__device__ __forceinline__ void grid_arrive_wait(unsigned long long* count) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long old, now;
-        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(count) : "memory");
-        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-        do {
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(count) : "memory");
-        } while (now < target);
-    }
-    __syncthreads();
+/// grows (2^64 arrivals never wrap), so nothing is reset between launches. Only the slot written
+/// by the arriving thread itself is exchanged; __syncwarp orders its lanes' reads after the wait.
+__device__ __forceinline__ void grid_arrive_wait(unsigned long long* count) {  // by one thread of each block
+    unsigned long long old, now;
+    asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(count) : "memory");
+    const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
+    do {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(count) : "memory");
+    } while (now < target);
 }
 
 /// acc[r][b] += the tile's rows · attn over this thread's vectors (XV of them, t + i·T).
@@ -235,24 +210,31 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         }
     }
     __syncthreads();
-    // the block's rows: add the warps' sums in a fixed order, then their sum of squares
-    float ss[NB] = {};
-    for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
-        float y = 0;
+    // warp 0 alone from here to the scale (no block-wide step in between): the block's rows, the
+    // warps' sums added in a fixed order; their sum of squares into the block's slot; the barrier;
+    // all slots added in one fixed order (lane l takes l, l + 32, ..., then a fixed shuffle tree)
+    if (warp == 0) {
+        float ss[NB] = {};
+        for (int idx = lane; idx < nrows * NB; idx += 32) {
+            float y = 0;
 #pragma unroll 4
-        for (int w = 0; w < WARPS; ++w) y += red[size_t(idx) * WARPS + w];
-        ys[idx] = y;
-        const int b = idx % NB;
+            for (int w = 0; w < WARPS; ++w) y += red[size_t(idx) * WARPS + w];
+            ys[idx] = y;
+            const int b = idx % NB;
 #pragma unroll
-        for (int bb = 0; bb < NB; ++bb)
-            if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
-    }
-    block_sums<NB>(ss);
-    if (threadIdx.x == 0)
+            for (int bb = 0; bb < NB; ++bb)
+                if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
+        }
 #pragma unroll
-        for (int b = 0; b < NB; ++b) slots[size_t(blockIdx.x) * NB + b] = ss[b];
-    grid_arrive_wait(bar);
-    if (warp == 0) {  // every block adds the slots in the same order: lane l takes l, l + 32, ...
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) ss[b] += __shfl_xor_sync(0xffffffffu, ss[b], offset);
+        if (lane == 0) {
+#pragma unroll
+            for (int b = 0; b < NB; ++b) slots[size_t(blockIdx.x) * NB + b] = ss[b];
+            grid_arrive_wait(bar);
+        }
+        __syncwarp();
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
             float tot = 0;

@@ -23,6 +23,7 @@
 #define STAGES ${STAGES}
 #define BPS ${BPS}
 #define LOADER ${LOADER}
+#define EPI ${EPI}
 #define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -114,8 +115,8 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
                                                            const __nv_bfloat16* __restrict__ wk, const __nv_bfloat16* __restrict__ wv,
                                                            const __nv_bfloat16* __restrict__ q_norm, const __nv_bfloat16* __restrict__ k_norm,
                                                            __nv_bfloat16* __restrict__ q, __nv_bfloat16* __restrict__ k,
-                                                           __nv_bfloat16* __restrict__ v, float* acc_buf, unsigned* head_count, int H,
-                                                           int QH, int KH, int D, int rows_max) {
+                                                           __nv_bfloat16* __restrict__ v, float* acc_buf, unsigned* head_count, float* slots,
+                                                           unsigned long long* hcount, int H, int QH, int KH, int D, int rows_max) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     __shared__ int s_done[8];
@@ -124,10 +125,21 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     uint4* ring = reinterpret_cast<uint4*>(smem);
     float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * H * 2 : 0));
     float* ys = red + size_t(rows_max) * NB * WARPS;
-    const int rbeg = int(long(blockIdx.x) * N / gridDim.x), rend = int(long(blockIdx.x + 1) * N / gridDim.x);
+#if EPI == 1
+    // rows in pair order: logical row 2m (2m + 1) of a head is its row m (m + D/2), so every block
+    // holds whole RoPE pairs; blocks start on even logical rows
+    const int P = N / 2;
+    auto blk_beg = [&](int g) { return 2 * int(long(g) * P / gridDim.x); };
+    auto phys = [&](int lrow) { const int h = lrow / D, qq = lrow - h * D; return h * D + (qq >> 1) + (qq & 1) * (D / 2); };
+#else
+    auto blk_beg = [&](int g) { return int(long(g) * N / gridDim.x); };
+    auto phys = [&](int lrow) { return lrow; };
+#endif
+    const int rbeg = blk_beg(blockIdx.x), rend = blk_beg(blockIdx.x + 1);
     const int nrows = rend - rbeg, ntiles = (nrows + SROWS - 1) / SROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
-    auto row_ptr = [&](int row) {
+    auto row_ptr = [&](int lrow) {
+        const int row = phys(lrow);
         return row < q_rows ? wq + size_t(row) * H : row < q_rows + k_rows ? wk + size_t(row - q_rows) * H : wv + size_t(row - q_rows - k_rows) * H;
     };
     (void)ring;
@@ -168,12 +180,23 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     float rs[NB] = {};
     // the head epilogue's inputs for pair i = t, loaded now: they arrive while the weights stream
     float pre_qa = 0, pre_qb = 0, pre_ka = 0, pre_kb = 0;
+#if EPI == 1
+    if (2 * t < nrows) {  // pair t of this block: its head's norm weights at m and m + D/2
+        const int lrow = rbeg + 2 * t, h = lrow / D, m = (lrow - h * D) / 2;
+        if (h < QH + KH) {
+            const __nv_bfloat16* nw = h < QH ? q_norm : k_norm;
+            pre_qa = __bfloat162float(nw[m]);
+            pre_qb = __bfloat162float(nw[m + D / 2]);
+        }
+    }
+#else
     if (t < D / 2) {
         pre_qa = __bfloat162float(q_norm[t]);
         pre_qb = __bfloat162float(q_norm[t + D / 2]);
         pre_ka = __bfloat162float(k_norm[t]);
         pre_kb = __bfloat162float(k_norm[t + D / 2]);
     }
+#endif
     int pre_pos[NB];
 #pragma unroll
     for (int b = 0; b < NB; ++b) pre_pos[b] = pos[b];
@@ -253,9 +276,90 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
         for (int bb = 0; bb < NB; ++bb)
             if (bb == b) scale = rs[bb];
         y *= scale;
-        if (row >= q_rows + k_rows) v[size_t(b) * k_rows + (row - q_rows - k_rows)] = __float2bfloat16(y);
+        if (row >= q_rows + k_rows) v[size_t(b) * k_rows + (phys(row) - q_rows - k_rows)] = __float2bfloat16(y);
+        else if (EPI == 1) ys[idx] = y;
         else acc_buf[size_t(b) * N + row] = y;
     }
+#if EPI == 1
+    // per q/k head this block touches (at most two): its rows' sum of squares into the block's slot,
+    // one arrival on the head's 64-bit count (release; it only grows), a wait for the head's other
+    // blocks (all co-resident: launch checks), the head's slots added in block order (the same total
+    // in every block and launch), then every block normalises and rotates its own pairs
+    __shared__ float s_hscale[2][NB];
+    const int hq = QH + KH, h0 = rbeg / D, h1 = min((rend - 1) / D, hq - 1);
+    auto block_of = [&](int lrow) {  // the block whose range holds logical row lrow
+        int g = int(long(lrow / 2) * gridDim.x / P);
+        while (g + 1 < int(gridDim.x) && blk_beg(g + 1) <= lrow) ++g;
+        while (g > 0 && blk_beg(g) > lrow) --g;
+        return g;
+    };
+    __syncthreads();
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+        const int h = h0 + which;
+        float ss[NB] = {};
+        if (h <= h1) {
+            const int lo = max(rbeg, h * D) - rbeg, hi = min(rend, (h + 1) * D) - rbeg;
+            for (int idx = lo * NB + threadIdx.x; idx < hi * NB; idx += blockDim.x) {
+                const float y = ys[idx];
+                const int b = idx % NB;
+#pragma unroll
+                for (int bb = 0; bb < NB; ++bb)
+                    if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
+            }
+        }
+        block_sums<NB>(ss);
+        if (threadIdx.x == 0)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) slots[(size_t(blockIdx.x) * 2 + which) * NB + b] = ss[b];
+    }
+    if (threadIdx.x == 0) {
+        unsigned long long old[2] = {0, 0};
+        for (int h = h0; h <= h1; ++h)
+            asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old[h - h0]) : "l"(hcount + h) : "memory");
+        for (int h = h0; h <= h1; ++h) {
+            const unsigned long long nc = unsigned(block_of(h * D + D - 1) - block_of(h * D) + 1);
+            const unsigned long long target = (old[h - h0] / nc + 1) * nc;
+            unsigned long long now;
+            do {
+                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(hcount + h) : "memory");
+            } while (now < target);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 2 * NB) {
+        const int which = threadIdx.x / NB, b = threadIdx.x - which * NB, h = h0 + which;
+        if (h <= h1) {
+            float tot = 0;
+            for (int g = block_of(h * D), gl = block_of(h * D + D - 1); g <= gl; ++g)
+                tot += __ldcg(slots + (size_t(g) * 2 + (blk_beg(g) / D == h ? 0 : 1)) * NB + b);
+            s_hscale[which][b] = rsqrtf(tot / D + 1e-6f);
+        }
+    }
+    __syncthreads();
+    for (int lp = threadIdx.x; lp < nrows / 2; lp += blockDim.x) {
+        const int lrow = rbeg + 2 * lp, h = lrow / D;
+        if (h >= hq) continue;  // v: written above
+        const int m = (lrow - h * D) / 2;
+        const __nv_bfloat16* nw = h < QH ? q_norm : k_norm;
+        const float wa = lp == t ? pre_qa : __bfloat162float(nw[m]);
+        const float wb = lp == t ? pre_qb : __bfloat162float(nw[m + D / 2]);
+        const float freq = exp2f(-(2.0f * m / D) * 13.287712379549449f);  // log2(10000)
+        __nv_bfloat16* dst_base = h < QH ? q + size_t(h) * D : k + size_t(h - QH) * D;
+        const int dst_stride = h < QH ? QH * D : KH * D;
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const float scale = s_hscale[h - h0][b];
+            const float a = ys[size_t(2 * lp) * NB + b] * scale * wa;
+            const float c2 = ys[size_t(2 * lp + 1) * NB + b] * scale * wb;
+            float sn, co;
+            sincosf(float(pre_pos[b]) * freq, &sn, &co);
+            __nv_bfloat16* dst = dst_base + size_t(b) * dst_stride;
+            dst[m] = __float2bfloat16(a * co - c2 * sn);
+            dst[m + D / 2] = __float2bfloat16(a * sn + c2 * co);
+        }
+    }
+#else
     __threadfence();
     __syncthreads();
     // per-head counters of the q and k heads this block touched: who completes a head finishes it
@@ -301,6 +405,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
         if (threadIdx.x == 0) head_count[h] = 0;
         __syncthreads();  // ys is reused by the next head
     }
+#endif
 }
 
 static size_t acc_bytes(const NpuoptCtx* c) {
@@ -308,8 +413,16 @@ static size_t acc_bytes(const NpuoptCtx* c) {
     return (size_t(npuopt_shape(c, "batch")) * n * 4 + 255) / 256 * 256;
 }
 
+static size_t count_bytes(const NpuoptCtx* c) {  // EPI 0: one 32-bit counter per head
+    return (size_t(npuopt_shape(c, "q_heads") + 2 * npuopt_shape(c, "kv_heads")) * 4 + 255) / 256 * 256;
+}
+static size_t slot_bytes(const NpuoptCtx* c) {  // EPI 1: two slots of [batch] fp32 per block
+    return (size_t(c->sm_count) * BPS * 2 * npuopt_shape(c, "batch") * 4 + 255) / 256 * 256;
+}
+
+// [acc (EPI 0)] [counters (EPI 0)] [slots (EPI 1)] [64-bit arrival counts per head (EPI 1)]
 NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) {
-    return acc_bytes(c) + (size_t(npuopt_shape(c, "q_heads") + 2 * npuopt_shape(c, "kv_heads")) * 4 + 255) / 256 * 256;
+    return acc_bytes(c) + count_bytes(c) + slot_bytes(c) + (size_t(npuopt_shape(c, "q_heads") + 2 * npuopt_shape(c, "kv_heads")) * 8 + 255) / 256 * 256;
 }
 
 template <int NB, int XV>
@@ -317,23 +430,29 @@ static int launch_xv(const NpuoptCtx* c) {
     const int H = int(npuopt_shape(c, "hidden")), QH = int(npuopt_shape(c, "q_heads")), KH = int(npuopt_shape(c, "kv_heads")),
               D = int(npuopt_shape(c, "head_dim"));
     const int N = (QH + 2 * KH) * D, grid = c->sm_count * BPS;
-    const int rows_max = (N + grid - 1) / grid;
+    // EPI 1: blocks start on even rows (whole pairs), every block holds a pair, a block spans <= 2 heads
+    const int rows_max = EPI == 1 ? 2 * ((N / 2 + grid - 1) / grid) : (N + grid - 1) / grid;
     if (D % 2 != 0 || rows_max / D + 2 > 8) return 2;
+    if (EPI == 1 && (N / 2 < grid || rows_max > D)) return 2;
     const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * H * 2 : 0) + size_t(rows_max) * NB * WARPS * 4 +
                         size_t(rows_max > D ? rows_max : D) * NB * 4;
     if (smem > c->smem_per_block_optin) return 3;
     static bool configured = false;
+    static int resident = 0;
     if (!configured) {
         cudaFuncSetAttribute(qkv_stream<NB, XV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, qkv_stream<NB, XV>, THREADS, smem);
         configured = true;
     }
+    if (EPI == 1 && resident < BPS) return 4;  // the per-head waits need every block resident at once
     char* ws = static_cast<char*>(c->workspace);
     qkv_stream<NB, XV><<<grid, THREADS, smem, c->stream>>>(
         npuopt_tensor<__nv_bfloat16>(c, "x"), npuopt_tensor<int>(c, "pos"), npuopt_tensor<__nv_bfloat16>(c, "attn_norm"),
         npuopt_tensor<__nv_bfloat16>(c, "wq"), npuopt_tensor<__nv_bfloat16>(c, "wk"), npuopt_tensor<__nv_bfloat16>(c, "wv"),
         npuopt_tensor<__nv_bfloat16>(c, "q_norm"), npuopt_tensor<__nv_bfloat16>(c, "k_norm"), npuopt_tensor<__nv_bfloat16>(c, "q"),
         npuopt_tensor<__nv_bfloat16>(c, "k"), npuopt_tensor<__nv_bfloat16>(c, "v"), reinterpret_cast<float*>(ws),
-        reinterpret_cast<unsigned*>(ws + acc_bytes(c)), H, QH, KH, D, rows_max);
+        reinterpret_cast<unsigned*>(ws + acc_bytes(c)), reinterpret_cast<float*>(ws + acc_bytes(c) + count_bytes(c)),
+        reinterpret_cast<unsigned long long*>(ws + acc_bytes(c) + count_bytes(c) + slot_bytes(c)), H, QH, KH, D, rows_max);
     return 0;
 }
 

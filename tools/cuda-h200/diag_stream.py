@@ -4,7 +4,7 @@
     weight bytes, and one empty launch (launch.cu), timed as designs are (L2 flush, CUDA events);
   - cut-down copies of the designs (NOT designs: outputs wrong, so never --check): `noloop` streams no
     weights (launch + prologue + epilogue alone), `nobar` (O) drops the grid barrier, `nohead` (QKV)
-    never runs a head epilogue;
+    never runs a head epilogue (EPI 0) or does not wait for the head's other blocks (EPI 1);
   - ncu (gpu__time_duration, DRAM throughput) on the designs, when ncu is installed.
   diag_stream.py --cudac BIN --root DIR --out FILE.json [--ao P=V,...] [--qkv P=V,...] [--repeat N]
 """
@@ -18,7 +18,8 @@ QKV = "batch=1,hidden=3840,kv_heads=8,q_heads=16,head_dim=256"
 CUTS = {  # name -> (template, [(old, new)]) applied to the instantiated source
     "noloop": [("ntiles = (nrows + SROWS - 1) / SROWS", "ntiles = 0")],
     "nobar": [("    grid_arrive_wait(bar);\n", "\n")],
-    "nohead": [("s_done[h - h0] = atomicAdd(head_count + h, unsigned(hi - lo)) + unsigned(hi - lo) == unsigned(D);", "s_done[h - h0] = 0;")],
+    "nohead": [("s_done[h - h0] = atomicAdd(head_count + h, unsigned(hi - lo)) + unsigned(hi - lo) == unsigned(D);", "s_done[h - h0] = 0;"),
+               ("} while (now < target);", "} while (false);")],  # EPI 0: no head epilogue; EPI 1: no wait for the head's blocks
 }
 
 
