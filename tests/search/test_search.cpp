@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "search/cost_model.hpp"
 #include "search/design.hpp"
+#include "search/kernel_search.hpp"
 #include "search/roles.hpp"
 #include "search/scheduler.hpp"
 #include "search/tree.hpp"
@@ -828,4 +829,55 @@ TEST_CASE("cost model: a template's own terms add to the target's for its family
     CHECK(message.find("bad.template.yaml:7:") != std::string::npos);
     CHECK(message.find("terms.extra.expression") != std::string::npos);
     CHECK(message.find("'loads'") != std::string::npos);
+}
+
+TEST_CASE("an unmeasured family is entered after three measured steps without a gain, and only while one is left") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    const auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
+    auto stream = search::Template::load(config::load_template_config(dir.path / "toy_stream.template.yaml"), kernel, "toy-target");
+    search::KernelSearch search("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
+    const search::Design champion = tiles->instantiate(tiles->default_assignment());
+    search.mark_known(champion.content_hash);
+    search::ProposalRequest request;
+    request.templates = {tiles, stream};
+    request.champion = champion;
+    request.champion_cycles = 1000.0;
+    request.age = 0.9;  // late: the scheduler's prior favours the tuner
+    request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(7 + attempt); };
+    auto measured_no_gain = [&](const search::Design& design, const std::string& role) {
+        search::StepFeedback feedback;
+        feedback.kernel = "toy";
+        feedback.proposal.design = design;
+        feedback.proposal.role = role;
+        feedback.verdict = eval::StepVerdict::rejected;
+        feedback.cycles = 1100.0;
+        feedback.champion_cycles_before = 1000.0;
+        feedback.device_secs = 1.0;
+        search.notify(feedback);
+    };
+    // three measured neighbours of the tiles champion, none faster
+    int step = 0;
+    for (const auto& [assignment, move] : search::neighbour_assignments(*tiles, champion.params)) {
+        if (step == 3) break;
+        request.seed = static_cast<std::uint64_t>(step);
+        measured_no_gain(tiles->instantiate(assignment), "tuner");
+        ++step;
+    }
+    auto forced = search.next_proposal(request);
+    REQUIRE(forced.has_value());
+    INFO(forced->reason);
+    CHECK(forced->role == "architect");
+    CHECK(forced->design.family == "stream");
+    CHECK(forced->reason.find("family stream has no measurement") != std::string::npos);
+    // once stream is measured no family is left unmeasured: the scheduler picks again
+    measured_no_gain(forced->design, "architect");
+    for (int more = 0; more < 3; ++more) {
+        request.seed = static_cast<std::uint64_t>(100 + more);
+        auto next = search.next_proposal(request);
+        REQUIRE(next.has_value());
+        CHECK(next->reason.find("has no measurement") == std::string::npos);
+        measured_no_gain(next->design, next->role);
+    }
 }
