@@ -79,8 +79,17 @@ std::shared_ptr<const SequentialDesign> Cascade::sequential_design() {
     if (!m_sequential_design || !same_sequential_config(m_sequential_config, m_config.acceptance)) {
         m_sequential_design = std::make_shared<const SequentialDesign>(make_sequential_design(m_config.acceptance));
         m_sequential_config = m_config.acceptance;
+        m_capped_designs.clear();
     }
     return m_sequential_design;
+}
+
+std::shared_ptr<const SequentialDesign> Cascade::sequential_design_within(std::size_t max_pairs) {
+    auto full = sequential_design();
+    if (max_pairs >= full->config.max_pairs) return full;
+    auto& capped = m_capped_designs[max_pairs];
+    if (!capped) capped = std::make_shared<const SequentialDesign>(make_sequential_design(within_pairs(m_config.acceptance, max_pairs)));
+    return capped;
 }
 
 std::optional<std::int64_t> Cascade::toolchain_version_id() {
@@ -191,6 +200,7 @@ StageContext Cascade::context_for(const Candidate& candidate, const std::optiona
         {},
         m_source_rules,
         [this] { return out_of_time(); },
+        [this](std::size_t max_pairs) { return sequential_design_within(max_pairs); },
     };
 }
 

@@ -91,6 +91,8 @@ public:
 private:
     Estimate estimate_cycles(const Candidate& design, const KernelContext& kernel, bool mine);
     std::shared_ptr<const SequentialDesign> sequential_design();
+    /// The configured test with its last look at most `max_pairs` (within_pairs), made once per cap.
+    std::shared_ptr<const SequentialDesign> sequential_design_within(std::size_t max_pairs);
     std::optional<std::int64_t> toolchain_version_id();
     std::string bench_config_hash(const KernelContext& kernel) const;
     /// The context the stages of one evaluation share.
@@ -118,6 +120,7 @@ private:
     CascadeConfig m_config;
     std::shared_ptr<const SequentialDesign> m_sequential_design;  ///< for m_sequential_config
     SequentialConfig m_sequential_config;
+    std::map<std::size_t, std::shared_ptr<const SequentialDesign>> m_capped_designs;  ///< for m_sequential_config
     std::optional<std::optional<std::int64_t>> m_toolchain_version_id;  ///< looked up once
     std::map<std::string, double> m_estimate_cache;  ///< schedule cycles by content hash
 };

@@ -133,6 +133,21 @@ SequentialConfig SequentialConfig::strict() {
     return config;
 }
 
+SequentialConfig within_pairs(const SequentialConfig& config, std::size_t max_pairs) {
+    SequentialConfig capped = config;
+    capped.max_pairs = std::max<std::size_t>(2, std::min(config.max_pairs, max_pairs));
+    capped.min_pairs = std::min(config.min_pairs, capped.max_pairs);
+    if (!config.looks.empty()) {
+        capped.looks.clear();
+        for (std::size_t look : config.looks) {
+            if (look < capped.max_pairs) capped.looks.push_back(look);
+        }
+        capped.looks.push_back(capped.max_pairs);
+        capped.min_pairs = std::min(capped.min_pairs, capped.looks.front());
+    }
+    return capped;
+}
+
 void validate_sequential_config(const SequentialConfig& config) {
     require_config(config.alpha > 0.0 && config.alpha < 0.5, "alpha", "in (0, 0.5)");
     require_config(config.beta > 0.0 && config.beta < 0.5, "beta", "in (0, 0.5)");
@@ -168,6 +183,16 @@ SequentialDesign make_sequential_design(const SequentialConfig& config) {
     place_bounds(z, design.looks, config.beta, config.reject_spending, design.reject_bounds,
                  design.reject_spent);
     return design;
+}
+
+std::optional<std::size_t> earliest_accept_pairs(const SequentialDesign& design) {
+    for (std::size_t look_idx = 0; look_idx < design.looks.size() && look_idx < design.accept_bounds.size(); ++look_idx) {
+        const auto pairs = static_cast<double>(design.looks[look_idx]);
+        const double largest = std::sqrt(3.0 * pairs * (pairs + 1.0) / (2.0 * pairs + 1.0));
+        const double bound = design.accept_bounds[look_idx];
+        if (std::isfinite(bound) && bound <= largest) return design.looks[look_idx];
+    }
+    return std::nullopt;
 }
 
 std::string_view decision_name(Decision decision) {

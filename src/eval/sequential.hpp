@@ -55,6 +55,12 @@ struct SequentialConfig {
     static SequentialConfig strict();
 };
 
+/// The same test with its last look at most `max_pairs` pairs (at least 2): the looks past it
+/// dropped, the cap made the last look, the first look no later than the cap. Its boundaries,
+/// placed from this configuration before any data, spend all of alpha and beta by the cap, so a
+/// race that can afford only a few pairs still keeps P(accept | no gain) <= alpha.
+SequentialConfig within_pairs(const SequentialConfig& config, std::size_t max_pairs);
+
 /// Throws Error(invalid_config) naming the first bad field and what it expected.
 void validate_sequential_config(const SequentialConfig& config);
 
@@ -71,6 +77,12 @@ struct SequentialDesign {
 /// Place the boundaries: the signed-rank statistic's joint null law across looks is
 /// distribution-free, so it is simulated exactly (up to Monte-Carlo error) with a fixed seed.
 SequentialDesign make_sequential_design(const SequentialConfig& config);
+
+/// The fewest pairs after which this design can accept at all: the first look whose accept
+/// bound the signed-rank statistic can reach (every pair favourable, no ties: Z = sqrt(3n(n+1)/(2n+1))).
+/// nullopt when no look can accept. A race capped below twice this many launches can only
+/// reject or end inconclusive.
+std::optional<std::size_t> earliest_accept_pairs(const SequentialDesign& design);
 
 /// What the test says after the latest pair.
 enum class Decision { continue_racing, accept, reject, inconclusive };

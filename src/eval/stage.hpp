@@ -55,6 +55,8 @@ struct StageContext {
     std::vector<double> checked_cycles;  ///< correctness → screen: the checked launches' cycles
     knowledge::SourceRules* source_rules = nullptr;  ///< rewrites and known failures (may be null)
     std::function<bool()> out_of_time;  ///< the campaign's wall-time budget has run out (may_launch refuses too)
+    /// The race's test placed for at most this many pairs (may be null: the full design only).
+    std::function<std::shared_ptr<const SequentialDesign>(std::size_t max_pairs)> sequential_design_within;
 
     /// Which budget stopped a launch, for reasons: "wall-time budget" or "device-run budget".
     std::string spent_budget() const { return out_of_time && out_of_time() ? "wall-time budget" : "device-run budget"; }
@@ -102,9 +104,11 @@ struct RaceOutcome {
 /// Race `side_b` (the candidate) against `side_a` (the champion), journalling every launch;
 /// fills the context's outcome with the race's figures. The checked launches are drawn from
 /// (`check_seed`, side B's hash, `check_salt`). The journals are left open for the caller to close.
+/// `design`: the test to race with (null: the configured one, context.sequential_design()).
 RaceOutcome run_journalled_race(StageContext& context, const Candidate& side_a, const Candidate& side_b,
                                 const RaceConfig& race_config, std::uint64_t check_seed, const char* check_salt,
-                                const std::string& b_note, const std::string& a_note);
+                                const std::string& b_note, const std::string& a_note,
+                                std::shared_ptr<const SequentialDesign> design = nullptr);
 
 /// Bytes the kernel must move: the caller's figure, else computed from kernels.yaml's tensors
 /// (0 when a dtype or dimension is unknown: no bound rather than a wrong one).

@@ -594,6 +594,7 @@ public:
         const Candidate& candidate = context.candidate;
         const Champion& champion = *context.champion;
         RaceConfig race_config;
+        std::shared_ptr<const SequentialDesign> capped_design;  ///< null: the configured test
         race_config.seed = SeedStream(config.seed, candidate.content_hash, "race").next();
         race_config.max_retries_per_pair = static_cast<std::size_t>(std::max(0, config.transient_retries));
         if (const auto left = context.launches_left()) {
@@ -604,10 +605,30 @@ public:
                                          std::max<std::int64_t>(0, *left)));
             }
             race_config.max_launches = static_cast<std::size_t>(*left);
+            bool share_caps = false;
             if (config.race_budget_share > 0.0) {
-                const auto first_look = static_cast<std::int64_t>(2 * std::max<std::size_t>(config.acceptance.min_pairs, 1));
                 const auto share = static_cast<std::int64_t>(std::floor(config.race_budget_share * static_cast<double>(*left)));
-                race_config.max_launches = static_cast<std::size_t>(std::min(*left, std::max(first_look, share)));
+                share_caps = share < *left;
+                race_config.max_launches = static_cast<std::size_t>(std::min(*left, std::max<std::int64_t>(share, 2)));
+            }
+            // A race its share of the budget caps below the test's last look gets the test placed
+            // for the pairs it can afford (alpha and beta spent by then, fixed before its first
+            // pair); one that even so cannot reach an accept is not run: it could only reject or end
+            // inconclusive, and its launches are worth more to the search elsewhere. (A race cut by
+            // the budget itself keeps the configured test: the step is evaluated again first when
+            // the campaign next runs.)
+            const std::size_t affordable = race_config.max_launches / 2;
+            auto full = context.sequential_design();
+            if (share_caps && full && affordable < full->config.max_pairs) {
+                capped_design = context.sequential_design_within ? context.sequential_design_within(affordable) : full;
+                const auto first_accept = earliest_accept_pairs(*capped_design);
+                if (!first_accept || *first_accept > affordable) {
+                    return ended(Verdict::inconclusive,
+                                 fmt::format("not raced: {} launches of the {} the device-run budget leaves (race share {}) "
+                                             "are too few for the test to accept at alpha {}",
+                                             race_config.max_launches, *left, config.race_budget_share,
+                                             capped_design->config.alpha));
+                }
             }
         }
         if (context.out_of_time && context.out_of_time()) {
@@ -616,7 +637,8 @@ public:
         }
         RaceOutcome race = run_journalled_race(context, champion.candidate, candidate, race_config, config.seed, "race-check",
                                                fmt::format("racing design {} (in progress)", champion.candidate.design_id),
-                                               fmt::format("raced by design {} (in progress)", candidate.design_id));
+                                               fmt::format("raced by design {} (in progress)", candidate.design_id),
+                                               capped_design);
         const JudgeReport& report = race.report;
         const auto& verdict = report.verdict;
         StageRecord record = race.record;
@@ -670,10 +692,11 @@ Verdict decision_verdict(Decision decision) {
 
 RaceOutcome run_journalled_race(StageContext& context, const Candidate& side_a, const Candidate& side_b,
                                 const RaceConfig& race_config, std::uint64_t check_seed, const char* check_salt,
-                                const std::string& b_note, const std::string& a_note) {
+                                const std::string& b_note, const std::string& a_note,
+                                std::shared_ptr<const SequentialDesign> design) {
     const CascadeConfig& config = context.config;
     const auto start = std::chrono::steady_clock::now();
-    const Judge judge(context.device, context.sequential_design());
+    const Judge judge(context.device, design ? std::move(design) : context.sequential_design());
     CheckPlan race_checks(config.check_fraction, check_seed, side_b.content_hash, check_salt);
     const CheckChooser choose_check = [&](Side) {
         context.race_launch_started();  // the race never exceeds max_launches, set from the allowance

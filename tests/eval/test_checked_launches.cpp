@@ -179,7 +179,7 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
     }
 }
 
-TEST_CASE("a race spends at most its share of the launches the budget has left, and a race cut by its share does not count as a spent budget") {
+TEST_CASE("a race spends at most its share of the launches left, with the test placed for the pairs it can afford; one that cannot accept even so is not run") {
     auto race_with = [](double share, std::int64_t allowance) {
         Campaign campaign(checks_toolchain());
         CascadeConfig config = quick_config();
@@ -190,29 +190,39 @@ TEST_CASE("a race spends at most its share of the launches the budget has left, 
         const Champion champion{campaign.design("honest", 10000), 10000};
         return cascade.evaluate(campaign.design("honest", 8000), champion, campaign.kernel());
     };
-    // No cap: 200 launches are enough for the sequential test to accept a 1.25x speedup.
+    const auto full = make_sequential_design(quick_config().acceptance);
+    const auto full_first = earliest_accept_pairs(full);
+    REQUIRE(full_first.has_value());
+    // No cap: 200 launches are enough for the configured test to accept a 1.25x speedup.
     const Outcome uncapped = race_with(0.0, 200);
     INFO("uncapped: " << uncapped.final_reason);
     CHECK(uncapped.accepted);
     REQUIRE(uncapped.stages.back().stage == StageKind::race);
-    const std::int64_t uncapped_race = uncapped.stages.back().device_runs;
-    // A quarter of what is left after the correctness launches, at least the first look's 8 launches.
-    const Outcome capped = race_with(0.25, 40);
+    CHECK(uncapped.stages.back().device_runs >= static_cast<std::int64_t>(2 * *full_first));
+    // A quarter of what is left after the correctness launches: fewer launches than the configured
+    // test's first possible accept, but the test placed for those pairs can still accept a clear gain.
+    const Outcome capped = race_with(0.25, 60);
     INFO("capped: " << capped.final_reason);
     REQUIRE(capped.stages.back().stage == StageKind::race);
-    const std::int64_t left = 40 - (capped.device_runs - capped.stages.back().device_runs);
-    const std::int64_t cap = std::max<std::int64_t>(8, static_cast<std::int64_t>(0.25 * static_cast<double>(left)));
+    const std::int64_t left = 60 - (capped.device_runs - capped.stages.back().device_runs);
+    const auto cap = static_cast<std::int64_t>(0.25 * static_cast<double>(left));
+    REQUIRE(cap < static_cast<std::int64_t>(2 * *full_first));
+    const auto within = make_sequential_design(within_pairs(quick_config().acceptance, static_cast<std::size_t>(cap / 2)));
+    REQUIRE(earliest_accept_pairs(within).has_value());
+    CHECK(within.accept_spent.back() <= quick_config().acceptance.alpha);
     CHECK(capped.stages.back().device_runs <= cap);
-    CHECK(capped.stages.back().device_runs < uncapped_race);
-    CHECK(capped.stages.back().verdict == Verdict::inconclusive);
-    CHECK_FALSE(capped.accepted);
-    CHECK_FALSE(capped.budget_exhausted);  // the campaign goes on; the design is not re-evaluated first
-    CHECK(has(capped.final_reason, fmt::format("allowance ({} launches)", cap)));
-    // The share never cuts below the first look: 12 launches left still race 8.
-    const Outcome small = race_with(0.25, 16);
+    CHECK(capped.stages.back().device_runs > 0);
+    CHECK(capped.accepted);
+    CHECK_FALSE(capped.budget_exhausted);
+    // A share too small for any accept: no race launch at all, inconclusive, budget not spent.
+    const Outcome small = race_with(0.25, 30);
     INFO("small: " << small.final_reason);
     REQUIRE(small.stages.back().stage == StageKind::race);
-    CHECK(small.stages.back().device_runs == 8);
+    CHECK(small.stages.back().device_runs == 0);
+    CHECK(small.stages.back().verdict == Verdict::inconclusive);
+    CHECK_FALSE(small.accepted);
+    CHECK_FALSE(small.budget_exhausted);
+    CHECK(has(small.final_reason, "not raced"));
 }
 
 TEST_CASE("a wall-time deadline cuts a step at its next launch boundary: nothing starts after it, a race ends before its next pair") {

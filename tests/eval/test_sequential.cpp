@@ -105,6 +105,52 @@ TEST_CASE("default design spends at most alpha and beta and cannot accept at the
                                         << design->accept_bounds.back());
 }
 
+TEST_CASE("earliest_accept_pairs is the first pair count at which all-favourable pairs accept") {
+    for (const auto& config : {SequentialConfig{}, SequentialConfig::strict()}) {
+        SequentialConfig quick = config;
+        quick.calibration_paths = 4000;
+        const auto design = std::make_shared<const SequentialDesign>(make_sequential_design(quick));
+        const auto first = earliest_accept_pairs(*design);
+        REQUIRE(first.has_value());
+        CHECK(*first > design->looks.front());  // O'Brien-Fleming spends nothing at the first look
+        // the same large speedup every pair: no accept before `first` pairs, an accept at it
+        SequentialTest test(design);
+        std::size_t accepted_at = 0;
+        for (std::size_t pair = 1; pair <= design->looks.back() && !test.is_final(); ++pair) {
+            // distinct magnitudes (no ties), all clearly faster
+            if (test.add_log_ratio(-0.2 - 0.001 * static_cast<double>(pair)).decision == Decision::accept) accepted_at = pair;
+        }
+        CHECK(accepted_at == *first);
+    }
+    // a design whose only look cannot accept has none
+    SequentialConfig tiny;
+    tiny.min_pairs = 2;
+    tiny.max_pairs = 2;
+    tiny.alpha = 0.001;
+    tiny.calibration_paths = 4000;
+    CHECK_FALSE(earliest_accept_pairs(make_sequential_design(tiny)).has_value());
+}
+
+TEST_CASE("within_pairs caps the last look and still spends at most alpha") {
+    SequentialConfig config;
+    config.calibration_paths = 4000;
+    const SequentialConfig six = within_pairs(config, 6);
+    CHECK(six.max_pairs == 6);
+    CHECK(six.min_pairs == 4);
+    const auto design = make_sequential_design(six);
+    CHECK(design.looks.back() == 6);
+    CHECK(design.accept_spent.back() <= config.alpha);
+    REQUIRE(earliest_accept_pairs(design).has_value());
+    CHECK(*earliest_accept_pairs(design) <= 6);
+    CHECK(within_pairs(config, 100).max_pairs == config.max_pairs);  // never raises the cap
+    CHECK(within_pairs(config, 3).min_pairs == 3);
+    SequentialConfig looked = config;
+    looked.looks = {4, 10, 20, 30};
+    CHECK(within_pairs(looked, 12).looks == std::vector<std::size_t>{4, 10, 12});
+    // a 3-pair test cannot reach alpha 0.05 (1/8 of sign patterns are all favourable): no accept
+    CHECK_FALSE(earliest_accept_pairs(make_sequential_design(within_pairs(config, 3))).has_value());
+}
+
 TEST_CASE("the design is a pure function of the configuration") {
     SequentialConfig config;
     config.calibration_paths = 5000;
