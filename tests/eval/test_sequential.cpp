@@ -113,6 +113,8 @@ TEST_CASE("earliest_accept_pairs is the first pair count at which all-favourable
         const auto first = earliest_accept_pairs(*design);
         REQUIRE(first.has_value());
         CHECK(*first > design->looks.front());  // O'Brien-Fleming spends nothing at the first look
+        MESSAGE("alpha " << quick.alpha << ", looks " << quick.min_pairs << ".." << quick.max_pairs
+                         << ": first possible accept at " << *first << " pairs");
         // the same large speedup every pair: no accept before `first` pairs, an accept at it
         SequentialTest test(design);
         std::size_t accepted_at = 0;
