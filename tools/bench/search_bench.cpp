@@ -26,7 +26,12 @@
 //
 //   npuopt_bench_search [--json] [--device-runs N] [--chips K | --chip-seeds A,B] [--shapes all|A,B]
 //                       [--kernels K,K] [--only npuopt,npuopt-screen,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
-//                       [--knowledge-dir DIR] [--profile FILE]
+//                       [--knowledge-dir DIR] [--profile FILE] [--best-known FILE [--record-best-known LABEL]]
+//
+// --best-known FILE: the best design known per cell, kept across runs (tools/bench/search_best_known.json:
+// the best re-measured champion of any strategy of the recorded runs, matched to the chip by the
+// SHA-256 of its generated profile); "within 1.05x of the best" and champion÷best use it with the
+// run's own best. --record-best-known LABEL writes this run's better cells into it.
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +59,7 @@
 #include "config/target_loader.hpp"
 #include "config/template_config.hpp"
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "eval/cascade.hpp"
 #include "eval/speed_of_light.hpp"
 #include "search/design.hpp"
@@ -476,14 +482,87 @@ std::map<std::string, double> best_of_run(const std::vector<nlohmann::json>& cel
     return best;
 }
 
+/// The best design known per cell, kept in a file across runs (--best-known FILE): for each
+/// "chip/shape/kernel" the lowest re-measured champion ÷ minimum any strategy of any recorded run
+/// reached, with its template, parameters, strategy and run label. An entry counts only for the
+/// same chip: the SHA-256 of the generated profile's text is kept with it, and an entry whose chip
+/// was generated differently (another generator version) is ignored.
+struct BestKnown {
+    nlohmann::json entries = nlohmann::json::object();
+
+    static BestKnown load(const fs::path& file) {
+        BestKnown best;
+        if (!fs::exists(file)) return best;
+        auto parsed = nlohmann::json::parse(read_text(file), nullptr, false);
+        if (!parsed.is_object() || !parsed.contains("cells") || !parsed["cells"].is_object()) {
+            throw Error(ErrorKind::invalid_input,
+                        fmt::format("--best-known {}: not a best-known file (a JSON object with \"cells\")", file.string()));
+        }
+        best.entries = parsed["cells"];
+        return best;
+    }
+
+    /// The entry's champion ÷ minimum for a cell of this run (nullopt: none for this chip).
+    std::optional<double> ratio(const nlohmann::json& cell) const {
+        auto found = entries.find(cell_key(cell));
+        if (found == entries.end() || found->value("profile_sha256", "") != cell.value("profile_sha256", "")) return std::nullopt;
+        return number_of(found->value("champion_over_min", nlohmann::json()));
+    }
+
+    /// Take every cell that beats its entry; returns how many entries changed.
+    int record(const std::vector<nlohmann::json>& cells, const std::string& label) {
+        int changed = 0;
+        for (const auto& cell : cells) {
+            auto value = number_of(cell.value("champion_over_min", nlohmann::json()));
+            if (!value || cell.value("profile_sha256", "").empty()) continue;
+            auto known = ratio(cell);
+            if (known && *known <= *value) continue;
+            entries[cell_key(cell)] = {{"champion_over_min", *value},
+                                       {"champion_cycles", cell.value("champion_cycles", nlohmann::json())},
+                                       {"true_min_cycles", cell.value("true_min_cycles", nlohmann::json())},
+                                       {"template", cell.value("champion_template", "")},
+                                       {"params", cell.value("champion_params", nlohmann::json::object())},
+                                       {"strategy", cell.value("strategy", "")},
+                                       {"device_run_budget", cell.value("device_run_budget", 0)},
+                                       {"profile_sha256", cell.value("profile_sha256", "")},
+                                       {"run", label}};
+            ++changed;
+        }
+        return changed;
+    }
+
+    void save(const fs::path& file) const {
+        nlohmann::json out = {{"what", "per chip/shape/kernel, the best re-measured champion ÷ weight-movement minimum of "
+                                        "any strategy in the recorded `bench search` runs (npuopt_bench_search --best-known)"},
+                              {"cells", entries}};
+        const fs::path temporary = file.string() + ".tmp";
+        std::ofstream(temporary) << out.dump(2) << '\n';
+        fs::rename(temporary, file);
+    }
+};
+
+/// Per cell, the best of the run, tightened by the best-known file where it has the cell's chip.
+std::map<std::string, double> best_by_cell(const std::vector<nlohmann::json>& cells, const BestKnown* known) {
+    auto best = best_of_run(cells);
+    if (!known) return best;
+    for (const auto& cell : cells) {
+        if (auto ratio = known->ratio(cell)) {
+            auto [at, inserted] = best.emplace(cell_key(cell), *ratio);
+            if (!inserted) at->second = std::min(at->second, *ratio);
+        }
+    }
+    return best;
+}
+
 /// Per strategy: geomean of champion ÷ minimum, cells within 1.25× (or within 1.05× of the best
 /// of the run where 1.25× was not reached), the worst cell, champions off the defaults.
-nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::vector<std::string>& strategies) {
+nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::vector<std::string>& strategies,
+                         const BestKnown* known = nullptr) {
     nlohmann::json summary = nlohmann::json::object();
-    const auto best = best_of_run(cells);
+    const auto best = best_by_cell(cells, known);
     for (const auto& strategy : strategies) {
-        double log_sum = 0.0;
-        int with_champion = 0, within = 0, total = 0, differs = 0, defaults = 0, goal = 0;
+        double log_sum = 0.0, log_best_sum = 0.0;
+        int with_champion = 0, within = 0, total = 0, differs = 0, defaults = 0, goal = 0, within_best = 0;
         double worst = 0.0;
         std::string worst_cell;
         for (const auto& cell : cells) {
@@ -496,6 +575,10 @@ nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::ve
             within += *ratio <= 1.25 ? 1 : 0;
             auto best_ratio = best.find(cell_key(cell));
             goal += *ratio <= 1.25 || (best_ratio != best.end() && *ratio <= 1.05 * best_ratio->second) ? 1 : 0;
+            if (best_ratio != best.end()) {
+                log_best_sum += std::log(*ratio / best_ratio->second);
+                within_best += *ratio <= 1.05 * best_ratio->second ? 1 : 0;
+            }
             if (*ratio > worst) {
                 worst = *ratio;
                 worst_cell = cell_key(cell);
@@ -508,6 +591,9 @@ nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::ve
                              {"geomean_champion_over_min", with_champion ? std::exp(log_sum / with_champion) : 0.0},
                              {"cells_within_1_25", within},
                              {"cells_within_1_25_or_1_05_of_best_of_run", goal},
+                             {"geomean_champion_over_best", with_champion ? std::exp(log_best_sum / with_champion) : 0.0},
+                             {"cells_within_1_05_of_best", within_best},
+                             {"best_is", known ? "the best of this run and of the best-known file" : "the best of this run"},
                              {"worst_champion_over_min", worst},
                              {"worst_cell", worst_cell},
                              {"champions_differing_from_defaults", differs},
@@ -542,7 +628,8 @@ nlohmann::json summarise(const std::vector<nlohmann::json>& cells, const std::ve
 /// The cells worst first (by the first strategy's ratio; a cell without a champion is worst), one
 /// line per chip × shape × kernel with every strategy side by side, then the summary.
 std::string render(const std::vector<nlohmann::json>& cells, const std::vector<std::string>& strategies,
-                   const nlohmann::json& summary) {
+                   const nlohmann::json& summary, const BestKnown* known) {
+    const auto best = best_by_cell(cells, known);
     struct Row {
         std::string chip, shape, kernel;
         std::map<std::string, nlohmann::json> by_strategy;
@@ -570,6 +657,7 @@ std::string render(const std::vector<nlohmann::json>& cells, const std::vector<s
     std::stable_sort(rows.begin(), rows.end(), [&](const Row& lhs, const Row& rhs) { return key(lhs) > key(rhs); });
     std::string text = fmt::format("{:<9} {:<12} {:<17}", "chip", "shape", "kernel");
     for (const auto& strategy : strategies) text += fmt::format(" {:>8}", strategy + "÷min");
+    text += fmt::format(" {:>8}", "best÷min");
     text += "  npuopt champion (vs defaults; reference)\n";
     for (const auto& row : rows) {
         text += fmt::format("{:<9} {:<12} {:<17}", row.chip, row.shape, row.kernel);
@@ -579,6 +667,8 @@ std::string render(const std::vector<nlohmann::json>& cells, const std::vector<s
             if (found != row.by_strategy.end()) ratio = number_of(found->second.value("champion_over_min", nlohmann::json()));
             text += fmt::format(" {:>8}", ratio ? fmt::format("{:.3f}", *ratio) : std::string("-"));
         }
+        auto best_ratio = best.find(row.chip + "/" + row.shape + "/" + row.kernel);
+        text += fmt::format(" {:>8}", best_ratio != best.end() ? fmt::format("{:.3f}", best_ratio->second) : std::string("-"));
         const auto& first = row.by_strategy.count(strategies.front()) ? row.by_strategy.at(strategies.front())
                                                                        : row.by_strategy.begin()->second;
         text += fmt::format("  {} ({}{})", first.value("champion_template", std::string("-")),
@@ -592,12 +682,13 @@ std::string render(const std::vector<nlohmann::json>& cells, const std::vector<s
     for (const auto& strategy : strategies) {
         const auto& entry = summary[strategy];
         text += fmt::format("{:<8} geomean champion÷min {:.3f} over {} of {} cells; within 1.25x: {} (or within 1.05x "
-                            "of the run's best: {}); worst {:.3f} ({}); champions off their family's defaults: {} (at "
-                            "defaults: {})\n",
+                            "of the best: {}); champion÷best geomean {:.3f}, within 1.05x of it: {}; worst {:.3f} ({}); "
+                            "champions off their family's defaults: {} (at defaults: {})\n",
                             strategy, entry["geomean_champion_over_min"].get<double>(),
                             entry["cells_with_champion"].get<int>(), entry["cells"].get<int>(),
                             entry["cells_within_1_25"].get<int>(),
                             entry["cells_within_1_25_or_1_05_of_best_of_run"].get<int>(),
+                            entry["geomean_champion_over_best"].get<double>(), entry["cells_within_1_05_of_best"].get<int>(),
                             entry["worst_champion_over_min"].get<double>(), entry["worst_cell"].get<std::string>(),
                             entry["champions_differing_from_defaults"].get<int>(),
                             entry["champions_at_defaults"].get<int>());
@@ -626,6 +717,8 @@ int main(int argc, char** argv) {
     std::string shapes_arg = "all";
     std::vector<std::string> kernel_filter;  // empty: every kernel of kernels.yaml
     std::optional<fs::path> fixed_profile;
+    std::optional<fs::path> best_known_file;
+    std::string record_label;  // non-empty: record this run's better cells into the best-known file
     for (int arg_idx = 1; arg_idx < argc; ++arg_idx) {
         std::string arg = argv[arg_idx];
         auto value = [&]() -> std::string {
@@ -647,6 +740,8 @@ int main(int argc, char** argv) {
                 if (chip_seeds.empty()) throw Error(ErrorKind::invalid_input, "--chip-seeds: no seed given");
             } else if (arg == "--shapes") shapes_arg = value();
             else if (arg == "--kernels") kernel_filter = split_commas(value());
+            else if (arg == "--best-known") best_known_file = fs::absolute(value());
+            else if (arg == "--record-best-known") record_label = value();
             else throw Error(ErrorKind::invalid_input, "unknown argument " + arg);
             if (device_runs <= 0) throw Error(ErrorKind::invalid_input, "--device-runs must be positive");
             if (chip_count <= 0) throw Error(ErrorKind::invalid_input, "--chips must be positive");
@@ -658,6 +753,9 @@ int main(int argc, char** argv) {
                 }
             }
             if (strategies.empty()) throw Error(ErrorKind::invalid_input, "--only: no strategy named");
+            if (!record_label.empty() && !best_known_file) {
+                throw Error(ErrorKind::invalid_input, "--record-best-known needs --best-known FILE");
+            }
         } catch (const std::exception& error) {
             std::cerr << "npuopt_bench_search: error: " << error.what() << '\n';
             return 2;
@@ -706,9 +804,12 @@ int main(int argc, char** argv) {
             chip.sustained_bytes_per_cycle = true_sustained_bytes_per_cycle(*fixed_profile);
             chips.push_back(chip);
         }
+        std::optional<BestKnown> known;
+        if (best_known_file) known = BestKnown::load(*best_known_file);
         std::vector<nlohmann::json> cells;
         for (const auto& chip : chips) {
             const fs::path chip_dir = work / chip.name;
+            const std::string profile_sha = sha256_hex(read_text(chip.profile));
             const fs::path kb_dir = chip_knowledge(chip, chip_dir, target, knowledge_dir, quick_kb);
             for (const auto& shape : shapes) {
                 for (const auto& kernel : kernels.kernels) {
@@ -721,11 +822,18 @@ int main(int argc, char** argv) {
                             work / "results" / fmt::format("{}_{}_{}_{}.json", chip.name, shape, kernel.name, strategy);
                         cells.push_back(run_cell(chip, target, kb_dir, chip_dir / shape / kernel.name / strategy, result_file,
                                                  shape, kernel, strategy, knowledge_dir, device_runs, verify_runs));
+                        cells.back()["profile_sha256"] = profile_sha;
                     }
                 }
             }
         }
-        const nlohmann::json summary = summarise(cells, strategies);
+        if (known && !record_label.empty()) {
+            const int changed = known->record(cells, record_label);
+            known->save(*best_known_file);
+            std::cerr << fmt::format("best-known: {} cell(s) improved, recorded in {}\n", changed, best_known_file->string());
+        }
+        const BestKnown* known_ptr = known ? &*known : nullptr;
+        const nlohmann::json summary = summarise(cells, strategies, known_ptr);
         if (json) {
             nlohmann::json out = {{"device_run_budget_per_cell", device_runs},
                                   {"verify_runs", verify_runs},
@@ -744,7 +852,7 @@ int main(int argc, char** argv) {
             std::cout << fmt::format("{} chips × {} shapes × {} kernels, {} device runs per cell and strategy; ÷min = "
                                      "re-measured champion ÷ the true weight-movement minimum of the chip\n",
                                      chips.size(), shapes.size(), kernels.kernels.size(), device_runs)
-                      << render(cells, strategies, summary);
+                      << render(cells, strategies, summary, known_ptr);
         }
     } catch (const Error& error) {
         std::cerr << "npuopt_bench_search: error: " << error.what() << '\n';
