@@ -1,0 +1,24 @@
+# generated chip: seed 1 (draw 2); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1030
+dma_engines_per_cluster = 13
+dma_engine_bytes_per_cycle = 416
+dma_startup_cycles = 1730
+unaligned_write_penalty = 18
+bank_conflict_penalty = 6
+bank_hang_run = 32
+pass_issue_cycles = 720
+switch_bytes_per_cycle = 45
+noise_sigma = 0.016
+outlier_rate = 0.03
+outlier_scale = 1.4
+drift_per_hour = 0.009
+launch_overhead_ms = 25
+max_concurrent_runs = 3
+transient_failure_rate = 0.012
+dma_packet_overhead_cycles = 16
+tensor_macs_per_lane_cycle = 64
+vector_elems_per_cycle = 16
+vector_op_cycles = 45
+switch_startup_cycles = 400
+host_issue_cycles = 5
+dma_prefetch_depth = 2

@@ -1,0 +1,24 @@
+# generated chip: seed 2 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1460
+dma_engines_per_cluster = 8
+dma_engine_bytes_per_cycle = 496
+dma_startup_cycles = 630
+unaligned_write_penalty = 16
+bank_conflict_penalty = 16
+bank_hang_run = 64
+pass_issue_cycles = 1200
+switch_bytes_per_cycle = 22
+noise_sigma = 0.022
+outlier_rate = 0.025
+outlier_scale = 1.5
+drift_per_hour = 0.008
+launch_overhead_ms = 50
+max_concurrent_runs = 1
+transient_failure_rate = 0.006
+dma_packet_overhead_cycles = 2
+tensor_macs_per_lane_cycle = 128
+vector_elems_per_cycle = 8
+vector_op_cycles = 17
+switch_startup_cycles = 220
+host_issue_cycles = 3
+dma_prefetch_depth = 1

@@ -1,0 +1,24 @@
+# generated chip: seed 3 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1200
+dma_engines_per_cluster = 15
+dma_engine_bytes_per_cycle = 144
+dma_startup_cycles = 860
+unaligned_write_penalty = 12
+bank_conflict_penalty = 31
+bank_hang_run = 128
+pass_issue_cycles = 350
+switch_bytes_per_cycle = 102
+noise_sigma = 0.021
+outlier_rate = 0.005
+outlier_scale = 1.55
+drift_per_hour = 0.002
+launch_overhead_ms = 45
+max_concurrent_runs = 1
+transient_failure_rate = 0.018
+dma_packet_overhead_cycles = 6
+tensor_macs_per_lane_cycle = 128
+vector_elems_per_cycle = 32
+vector_op_cycles = 35
+switch_startup_cycles = 120
+host_issue_cycles = 4
+dma_prefetch_depth = 0

@@ -1,0 +1,24 @@
+# generated chip: seed 4 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1470
+dma_engines_per_cluster = 7
+dma_engine_bytes_per_cycle = 400
+dma_startup_cycles = 1690
+unaligned_write_penalty = 11
+bank_conflict_penalty = 25
+bank_hang_run = 48
+pass_issue_cycles = 210
+switch_bytes_per_cycle = 34
+noise_sigma = 0.037
+outlier_rate = 0.01
+outlier_scale = 1.2
+drift_per_hour = 0.001
+launch_overhead_ms = 40
+max_concurrent_runs = 3
+transient_failure_rate = 0.02
+dma_packet_overhead_cycles = 10
+tensor_macs_per_lane_cycle = 64
+vector_elems_per_cycle = 32
+vector_op_cycles = 54
+switch_startup_cycles = 210
+host_issue_cycles = 6
+dma_prefetch_depth = 1

@@ -1,0 +1,24 @@
+# generated chip: seed 5 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1150
+dma_engines_per_cluster = 8
+dma_engine_bytes_per_cycle = 336
+dma_startup_cycles = 1370
+unaligned_write_penalty = 52
+bank_conflict_penalty = 7
+bank_hang_run = 96
+pass_issue_cycles = 380
+switch_bytes_per_cycle = 19
+noise_sigma = 0.017
+outlier_rate = 0.05
+outlier_scale = 1.45
+drift_per_hour = 0
+launch_overhead_ms = 55
+max_concurrent_runs = 3
+transient_failure_rate = 0.004
+dma_packet_overhead_cycles = 10
+tensor_macs_per_lane_cycle = 32
+vector_elems_per_cycle = 8
+vector_op_cycles = 39
+switch_startup_cycles = 550
+host_issue_cycles = 4
+dma_prefetch_depth = 0

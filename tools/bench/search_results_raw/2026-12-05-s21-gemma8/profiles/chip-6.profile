@@ -1,0 +1,24 @@
+# generated chip: seed 6 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 870
+dma_engines_per_cluster = 16
+dma_engine_bytes_per_cycle = 160
+dma_startup_cycles = 470
+unaligned_write_penalty = 22
+bank_conflict_penalty = 32
+bank_hang_run = 96
+pass_issue_cycles = 1010
+switch_bytes_per_cycle = 14
+noise_sigma = 0.024
+outlier_rate = 0.03
+outlier_scale = 1.15
+drift_per_hour = 0.003
+launch_overhead_ms = 35
+max_concurrent_runs = 3
+transient_failure_rate = 0.002
+dma_packet_overhead_cycles = 2
+tensor_macs_per_lane_cycle = 128
+vector_elems_per_cycle = 16
+vector_op_cycles = 36
+switch_startup_cycles = 300
+host_issue_cycles = 5
+dma_prefetch_depth = 1

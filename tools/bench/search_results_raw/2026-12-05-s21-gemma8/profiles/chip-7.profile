@@ -1,0 +1,24 @@
+# generated chip: seed 7 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1330
+dma_engines_per_cluster = 6
+dma_engine_bytes_per_cycle = 128
+dma_startup_cycles = 280
+unaligned_write_penalty = 28
+bank_conflict_penalty = 47
+bank_hang_run = 64
+pass_issue_cycles = 1420
+switch_bytes_per_cycle = 97
+noise_sigma = 0.033
+outlier_rate = 0.04
+outlier_scale = 1.15
+drift_per_hour = 0.009
+launch_overhead_ms = 35
+max_concurrent_runs = 1
+transient_failure_rate = 0.008
+dma_packet_overhead_cycles = 10
+tensor_macs_per_lane_cycle = 64
+vector_elems_per_cycle = 32
+vector_op_cycles = 55
+switch_startup_cycles = 190
+host_issue_cycles = 3
+dma_prefetch_depth = 1

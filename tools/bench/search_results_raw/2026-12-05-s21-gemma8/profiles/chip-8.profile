@@ -1,0 +1,24 @@
+# generated chip: seed 8 (draw 1); ranges in PROFILE.md
+hbm_sustained_bytes_per_cycle = 1200
+dma_engines_per_cluster = 12
+dma_engine_bytes_per_cycle = 416
+dma_startup_cycles = 310
+unaligned_write_penalty = 9
+bank_conflict_penalty = 12
+bank_hang_run = 32
+pass_issue_cycles = 120
+switch_bytes_per_cycle = 10
+noise_sigma = 0.006
+outlier_rate = 0.025
+outlier_scale = 1.45
+drift_per_hour = 0.005
+launch_overhead_ms = 60
+max_concurrent_runs = 4
+transient_failure_rate = 0.008
+dma_packet_overhead_cycles = 3
+tensor_macs_per_lane_cycle = 32
+vector_elems_per_cycle = 32
+vector_op_cycles = 37
+switch_startup_cycles = 420
+host_issue_cycles = 5
+dma_prefetch_depth = 0
