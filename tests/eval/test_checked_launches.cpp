@@ -179,7 +179,7 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
     }
 }
 
-TEST_CASE("a race spends at most its share of the launches left, with the test placed for the pairs it can afford; one that cannot accept even so is not run") {
+TEST_CASE("a race spends at most its share of the launches left, with the test placed for the pairs it can afford, and one that cannot accept even so is not run") {
     auto race_with = [](double share, std::int64_t allowance) {
         Campaign campaign(checks_toolchain());
         CascadeConfig config = quick_config();
