@@ -59,6 +59,7 @@
 #include "config/target_loader.hpp"
 #include "config/template_config.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/hash.hpp"
 #include "eval/cascade.hpp"
 #include "eval/speed_of_light.hpp"
@@ -439,9 +440,7 @@ nlohmann::json run_cell(const Chip& chip, const config::TargetConfig& target, co
     }
     cell["wall_secs"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fs::create_directories(result_file.parent_path());
-    const fs::path temporary = result_file.string() + ".tmp";
-    std::ofstream(temporary) << cell.dump(2) << '\n';
-    fs::rename(temporary, result_file);
+    write_file_atomically(result_file, cell.dump(2) + "\n");
     std::cerr << fmt::format("   champion {} = {} x min ({:.0f} s)\n",
                              cell["champion_cycles"].is_number() ? fmt::format("{:.0f}", cell["champion_cycles"].get<double>()) : "-",
                              cell["champion_over_min"].is_number() ? fmt::format("{:.3f}", cell["champion_over_min"].get<double>()) : "-",
@@ -535,9 +534,7 @@ struct BestKnown {
         nlohmann::json out = {{"what", "per chip/shape/kernel, the best re-measured champion ÷ weight-movement minimum of "
                                         "any strategy in the recorded `bench search` runs (npuopt_bench_search --best-known)"},
                               {"cells", entries}};
-        const fs::path temporary = file.string() + ".tmp";
-        std::ofstream(temporary) << out.dump(2) << '\n';
-        fs::rename(temporary, file);
+        write_file_atomically(file, out.dump(2) + "\n");
     }
 };
 
