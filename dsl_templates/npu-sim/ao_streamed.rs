@@ -43,6 +43,13 @@
 // behind its tile 1 + (i % (tiles - 1)) + v, so that the startups of these
 // short commands do not stall every engine at the same moment (with
 // SCALE_LATE = 0 the tiles before them are scaled in one catch-up).
+// SMALLS 2: each DMA command pays its startup however small it is, so the
+// first slice of each cluster loads the operand and the three small vectors
+// whole, once per cluster, and the switch network (whose copies do not occupy
+// a DMA engine) hands every other slice of the cluster the operand (a
+// doubling tree: a slice forwards it as soon as it has it) and its window of
+// each small vector; a cluster issues 4 short DMA commands instead of 4 per
+// slice (the operand before the first tiles, as XFIRST 1).
 // XFIRST = 2 alternates 1 and 0 over the slices.
 // LPT > 0: every DMA command goes to the least-loaded engine of its cluster
 // (greedy, in issue order), a command counting its bytes plus LPT bytes for
@@ -106,6 +113,7 @@ fn ao(k: &mut Ctx) {
         g: Dm,
         o: Dm,
         xd: Dm,
+        full: Dm,
         xt: Trf,
         bufs: Vec<Dm>,
         loads: Vec<Vec<Token>>,
@@ -169,11 +177,16 @@ fn ao(k: &mut Ctx) {
         let g = k.dm_alloc(sl, 512 + nslices as u32 * 4);
         let o = k.dm_alloc(sl, n * 2);
         let xd = k.dm_alloc(sl, kd * 2);
+        // SMALLS 2: the cluster's first slice holds the three small vectors whole
+        let full = if SMALLS == 2 && i < hw.clusters { k.dm_alloc(sl, h * 2 * 3) } else { Dm { slice: sl, addr: 0, bytes: 0 } };
         let bufs: Vec<Dm> = (0..BUFFERS).map(|_| k.dm_alloc(sl, ROWS * kd + SKEW)).collect();
         let xt = k.trf_alloc(sl, kd);
-        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0, xfirst, q, nsm: 0, sq: false, defer: None });
+        sls.push(Sl { sl, cc: c, j, engs, r0, n, tiles, acc, scv, res, pst, ssp, tmp, vec, g, o, xd, full, xt, bufs, loads: vec![], passes: vec![], tx: None, vt: None, vlast: None, last: None, ep: vec![], woff: 0, wl: 0, xfirst, q, nsm: 0, sq: false, defer: None });
     }
     let ncl = (nslices + hw.clusters - 1) / hw.clusters;
+    // SMALLS 2: per cluster, its first slice's whole-vector buffer and the tokens of its loads
+    let leads: Vec<Dm> = (0..hw.clusters).map(|c| if c < nslices { sls[c].full } else { sls[0].full }).collect();
+    let whole: std::cell::RefCell<Vec<Vec<Option<Token>>>> = std::cell::RefCell::new((0..hw.clusters).map(|_| vec![None, None, None]).collect());
     let ne = hw.dma_engines_per_cluster;
     let eload = std::cell::RefCell::new(vec![vec![0u64; ne]; hw.clusters]);
     // ROTATE 2 / 3: the engines after the slices' own (SPLIT per slice) are spares. A spare runs
@@ -251,6 +264,9 @@ fn ao(k: &mut Ctx) {
         v
     };
     let x_load = |k: &mut Ctx, x: &mut Sl| {
+        if SMALLS == 2 {
+            return; // loaded once per cluster and fanned out over the switch (below)
+        }
         let e = pick(x.cc, kd * 2, x.engs[0]);
         x.tx = Some(k.copy(e, attn.at(0), x.xd.at(0), kd * 2, pk(kd * 2, PACKET)));
     };
@@ -274,9 +290,28 @@ fn ao(k: &mut Ctx) {
             1 => (post, x.pst),
             _ => (resid, x.res),
         };
-        let el = pick(x.cc, wl, el);
-        let t = k.copy(el, src.at(wa as u64), x.vec.at(v * wl), wl, pv);
-        let l = k.after(&[&t]).vload(x.vec.at(v * wl + x.woff), Dt::Bf16, dst);
+        let (t, l) = if SMALLS == 2 {
+            // the cluster's first slice loads the whole vector once; the others copy their
+            // window of it over the switch
+            let lead = &leads[x.cc];
+            let mut have = whole.borrow_mut();
+            if x.sl == lead.slice {
+                let el = pick(x.cc, h * 2, el);
+                have[x.cc][v as usize] = Some(k.copy(el, src.at(0), lead.at(v * h * 2), h * 2, pk(h * 2, PACKET)));
+                let l = k.after(&[have[x.cc][v as usize].as_ref().unwrap()]).vload(lead.at(v * h * 2 + x.r0 * 2), Dt::Bf16, dst);
+                (None, l)
+            } else {
+                let w = have[x.cc][v as usize].as_ref().unwrap();
+                let t = k.after(&[w]).switch_copy(lead.at(v * h * 2 + wa), x.vec.at(v * wl), wl);
+                let l = k.after(&[&t]).vload(x.vec.at(v * wl + x.woff), Dt::Bf16, dst);
+                (Some(t), l)
+            }
+        } else {
+            let el = pick(x.cc, wl, el);
+            let t = k.copy(el, src.at(wa as u64), x.vec.at(v * wl), wl, pv);
+            let l = k.after(&[&t]).vload(x.vec.at(v * wl + x.woff), Dt::Bf16, dst);
+            (Some(t), l)
+        };
         if v == 0 {
             if let Some(o) = x.vlast.replace(l) {
                 drop_token(o);
@@ -284,7 +319,9 @@ fn ao(k: &mut Ctx) {
         } else {
             drop_token(l);
         }
-        x.ep.push(t);
+        if let Some(t) = t {
+            x.ep.push(t);
+        }
         x.nsm += 1;
     };
     // operand → TRF; the small vectors behind the first tiles (SMALLS = 0)
@@ -297,7 +334,7 @@ fn ao(k: &mut Ctx) {
             vt = Some(k.vtrf(st, x.xt.sub(c * ch, ch)));
         }
         x.vt = vt;
-        if SMALLS == 0 {
+        if SMALLS != 1 {
             let el = x.engs[SPLIT - 1];
             for v in 0..3 {
                 small(k, x, v, el);
@@ -409,6 +446,22 @@ fn ao(k: &mut Ctx) {
             drop_token(t);
         }
     };
+    if SMALLS == 2 {
+        // the operand: one DMA command per cluster into its first slice, then a doubling tree
+        // over the cluster's slices (member p gets it from member p - 2^floor(log2 p))
+        for c in 0..hw.clusters.min(nslices) {
+            let members: Vec<usize> = (0..nslices).filter(|&i| i % hw.clusters == c).collect();
+            let x = &mut sls[members[0]];
+            let e = pick(x.cc, kd * 2, x.engs[0]);
+            x.tx = Some(k.copy(e, attn.at(0), x.xd.at(0), kd * 2, pk(kd * 2, PACKET)));
+            for p in 1..members.len() {
+                let from = members[p - (1usize << (usize::BITS - 1 - p.leading_zeros()))];
+                let (src, dst) = (sls[from].xd, sls[members[p]].xd);
+                let t = k.after(&[sls[from].tx.as_ref().unwrap()]).switch_copy(src.at(0), dst.at(0), kd * 2);
+                sls[members[p]].tx = Some(t);
+            }
+        }
+    }
     if ORDER == 0 {
         for x in sls.iter_mut() {
             if x.xfirst {
@@ -621,6 +674,11 @@ fn ao(k: &mut Ctx) {
     for x in sls.iter_mut() {
         for t in std::mem::take(&mut x.ep) {
             drop_token(t);
+        }
+    }
+    for v in whole.into_inner() {
+        for t in v.into_iter().flatten() {
+            drop_token(t); // ordered before the switch copies and vector loads that read them
         }
     }
     k.wait_all(outs);
