@@ -41,6 +41,12 @@
 // so that these short commands do not stall every engine at the same moment
 // (they are needed only by the first head's epilogue). XFIRST = 2 alternates
 // 1 and 0 over the slices.
+// SMALLS = 2: a DMA command pays its startup however short it is, so only the
+// first slice of each cluster loads x | attn_norm (before the first tiles, as
+// XFIRST 1), q_norm | k_norm and the three scale vectors whole; the switch
+// network (whose copies occupy no DMA engine) hands x | attn_norm to the
+// cluster's other slices through a doubling tree (a slice forwards it as soon
+// as it has it), and each of them its norms and its heads' scale windows.
 use npu::*;
 
 const SLICES: usize = ${SLICES};
@@ -93,6 +99,7 @@ struct Sq {
     vt: Option<Token>,
     xfirst: bool,
     sp: usize,
+    full: Dm,
 }
 
 /// The engines' loads (bytes + LPT per command) and short-command counts per cluster. With
@@ -213,10 +220,12 @@ fn qkv(k: &mut Ctx) {
         let vb = k.vrf_alloc(sl, (2 * c).max(4 * d) + 8);
         let ss = vb.sub((2 * c).max(4 * d), 1);
         let xt = k.trf_alloc(sl, h);
+        // SMALLS 2: the cluster's first slice holds the three scale vectors whole
+        let full = if SMALLS == 2 && i < hw.clusters { k.dm_alloc(sl, total_heads * d * 2) } else { Dm { slice: sl, addr: 0, bytes: 0 } };
         let fh = tiles.iter().position(|tl| tl.r + tl.tr == d).unwrap_or(0);
         let sp = if SMALLS == 1 && fh > 0 { 1 + i % fh } else { 0 };
-        let xfirst = XFIRST == 1 || (XFIRST == 2 && i % 2 == 0);
-        qs.push(Sq { sl, cc, j, ncl: (nsl + hw.clusters - 1) / hw.clusters, ne: hw.dma_engines_per_cluster, engs, tiles, heads, dxn, dg, dsc, sw, soff: vec![], douts, bufs, vb, ss, xt, loads: vec![], passes: vec![], head_done: vec![], tx: vec![], tv: vec![], vt: None, xfirst, sp });
+        let xfirst = SMALLS == 2 || XFIRST == 1 || (XFIRST == 2 && i % 2 == 0);
+        qs.push(Sq { sl, cc, j, ncl: (nsl + hw.clusters - 1) / hw.clusters, ne: hw.dma_engines_per_cluster, engs, tiles, heads, dxn, dg, dsc, sw, soff: vec![], douts, bufs, vb, ss, xt, loads: vec![], passes: vec![], head_done: vec![], tx: vec![], tv: vec![], vt: None, xfirst, sp, full });
     }
 
     let ne = hw.dma_engines_per_cluster;
@@ -227,7 +236,22 @@ fn qkv(k: &mut Ctx) {
         spare0: if ROTATE >= 2 && ncl * SPLIT < ne { ncl * SPLIT } else { 0 },
         cap: qs.iter().map(|q| q.tiles.len()).max().unwrap_or(1) as u32,
     };
-    let x_loads = |k: &mut Ctx, q: &mut Sq| {
+    // SMALLS 2: every slice's DM regions and heads (for the copies its cluster's first slice
+    // issues), the cluster's slices in order, and the tokens of the copies each slice receives
+    let nqs = qs.len();
+    let plan: Vec<(Dm, Dm, Dm, u32, Vec<(usize, u32)>)> = qs.iter().map(|q| (q.dxn, q.dg, q.dsc, q.sw, q.heads.clone())).collect();
+    let members: Vec<Vec<usize>> = (0..hw.clusters).map(|c| (0..nqs).filter(|&i| i % hw.clusters == c).collect()).collect();
+    let inx: std::cell::RefCell<Vec<Vec<Token>>> = std::cell::RefCell::new((0..nqs).map(|_| vec![]).collect());
+    let inv: std::cell::RefCell<Vec<Vec<Token>>> = std::cell::RefCell::new((0..nqs).map(|_| vec![]).collect());
+    let whole: std::cell::RefCell<Vec<Token>> = std::cell::RefCell::new(vec![]);
+    // a head's scale window: (matrix, its offset in the matrix's scales, bytes), 256-byte aligned
+    let window = |m: usize, hh: u32| -> (u32, u32) {
+        let nh = if m == 0 { nq } else { nkv };
+        let a = hh * d * 2 / 256 * 256;
+        let b = ((hh + 1) * d * 2 + 255) / 256 * 256;
+        (a, b.min(nh * d * 2) - a)
+    };
+    let x_loads_dma = |k: &mut Ctx, q: &mut Sq| {
         if FUSE == 1 {
             let e0 = pick(&eload, q.cc, h * 4, q.engs[0]);
             let st = norm.addr as i64 - x.addr as i64;
@@ -238,11 +262,41 @@ fn qkv(k: &mut Ctx) {
         q.tx.push(k.copy(e0, x.at(0), q.dxn.at(0), h * 2, px));
         q.tx.push(k.copy(el, norm.at(0), q.dxn.at(h * 2), h * 2, px));
     };
+    let x_loads = |k: &mut Ctx, q: &mut Sq| {
+        if SMALLS == 2 && q.j > 0 {
+            q.tx.extend(inx.borrow_mut()[q.j * hw.clusters + q.cc].drain(..));
+            return;
+        }
+        x_loads_dma(k, q);
+        if SMALLS == 2 {
+            // the doubling tree: member p gets x | attn_norm from member p - 2^floor(log2 p)
+            let ms = &members[q.cc];
+            let mut inb = inx.borrow_mut();
+            for p in 1..ms.len() {
+                let from = p - (1usize << (usize::BITS - 1 - p.leading_zeros()));
+                let t = {
+                    let deps: Vec<&Token> = if from == 0 { q.tx.iter().collect() } else { inb[ms[from]].iter().collect() };
+                    k.after(&deps).switch_copy(plan[ms[from]].0.at(0), plan[ms[p]].0.at(0), h * 4)
+                };
+                inb[ms[p]].push(t);
+            }
+        }
+    };
     // small vectors (q_norm, k_norm, the heads' scales) and the prologue:
     // xn = bf16(rmsnorm(x) · attn_norm) → TRF
     let smalls = |k: &mut Ctx, q: &mut Sq| {
         let el = q.engs[SPLIT - 1];
         let pd = pk(d * 2, PACKET);
+        if SMALLS == 2 && q.j > 0 {
+            // the cluster's first slice has sent the norms and this slice's scale windows
+            for hi in 0..q.heads.len() {
+                let (m, hh) = q.heads[hi];
+                q.soff.push(hi as u32 * q.sw + hh * d * 2 - window(m, hh).0);
+            }
+            q.tv.extend(inv.borrow_mut()[q.j * hw.clusters + q.cc].drain(..));
+            return;
+        }
+        let ndg = q.tv.len();
         if FUSE == 1 {
             let e = pick(&eload, q.cc, d * 4, el);
             let st = kn.addr as i64 - qn.addr as i64;
@@ -278,9 +332,46 @@ fn qkv(k: &mut Ctx) {
                 q.tv.push(k.copy(e, Loc::Hbm(src), q.dsc.at(hi as u32 * q.sw), wl, pk(wl, PACKET)));
             }
         }
+        if SMALLS == 2 {
+            // the three scale vectors whole (k and v in one program with FUSE 1), then the norms
+            // and every other slice's scale windows over the switch
+            let base = [0, nq * d * 2, (nq + nkv) * d * 2];
+            let mut wh = whole.borrow_mut();
+            let w0 = wh.len();
+            let pq = pk(nq * d * 2, PACKET);
+            let e = pick(&eload, q.cc, nq * d * 2, el);
+            wh.push(k.copy(e, wsc[0].at(0), q.full.at(0), nq * d * 2, pq));
+            let pkv = pk(nkv * d * 2, PACKET);
+            if FUSE == 1 {
+                let e = pick(&eload, q.cc, nkv * d * 4, el);
+                let st = wsc[2].addr as i64 - wsc[1].addr as i64;
+                wh.push(k.dma(e, wsc[1].at(0), q.full.at(base[1]), pkv, &[lp(2, st, (nkv * d * 2) as i64), lp(nkv * d * 2 / pkv, pkv as i64, pkv as i64)]));
+            } else {
+                for m in 1..3 {
+                    let e = pick(&eload, q.cc, nkv * d * 2, el);
+                    wh.push(k.copy(e, wsc[m].at(0), q.full.at(base[m]), nkv * d * 2, pkv));
+                }
+            }
+            let ms = &members[q.cc];
+            let mut inb = inv.borrow_mut();
+            for &mi in ms.iter().skip(1) {
+                let (_, dg, dsc, sw, ref heads) = plan[mi];
+                let t = {
+                    let deps: Vec<&Token> = q.tv[ndg..ndg + if FUSE == 1 { 1 } else { 2 }].iter().collect();
+                    k.after(&deps).switch_copy(q.dg.at(0), dg.at(0), d * 4)
+                };
+                inb[mi].push(t);
+                for (hi, &(m, hh)) in heads.iter().enumerate() {
+                    let (a, wl) = window(m, hh);
+                    let dep = &wh[w0 + if FUSE == 1 { m.min(1) } else { m }];
+                    let t = k.after(&[dep]).switch_copy(q.full.at(base[m] + a), dsc.at(hi as u32 * sw), wl);
+                    inb[mi].push(t);
+                }
+            }
+        }
     };
     let prologue = |k: &mut Ctx, q: &mut Sq| {
-        if SMALLS == 0 {
+        if SMALLS != 1 {
             smalls(k, q);
         }
         let txr: Vec<&Token> = q.tx.iter().collect();
@@ -412,6 +503,9 @@ fn qkv(k: &mut Ctx) {
         if let Some(t) = q.vt {
             drop_token(t);
         }
+    }
+    for t in whole.into_inner() {
+        drop_token(t); // ordered before the switch copies that read them
     }
     // output writes, queued last on every engine (after their vstores)
     let mut ws = vec![];
