@@ -390,10 +390,10 @@ fn qkv(k: &mut Ctx) {
         }
         q.vt = vt;
     };
-    let mut outs_all: Vec<(Engine, Loc, Loc, u32, Token)> = vec![];
+    let mut outs_all: Vec<(Engine, Loc, Loc, u32, Token, (usize, usize, u32))> = vec![];
     // tile t of a slice: its load (t >= BUFFERS: after the pass that last read the buffer),
     // its pass, and when it completes a head, that head's epilogue
-    let step = |k: &mut Ctx, q: &mut Sq, outs_all: &mut Vec<(Engine, Loc, Loc, u32, Token)>, t: usize| {
+    let step = |k: &mut Ctx, q: &mut Sq, outs_all: &mut Vec<(Engine, Loc, Loc, u32, Token, (usize, usize, u32))>, t: usize| {
         if t >= BUFFERS {
             let l = load_tile(k, &eload, q, &w, h, d, t, Some(&q.passes[t - BUFFERS]));
             q.loads.push(l);
@@ -438,7 +438,7 @@ fn qkv(k: &mut Ctx) {
                 1 => kc.at(((tl.hh * cl + slot) * d * 2) as u64),
                 _ => vc.at(((tl.hh * cl + slot) * d * 2) as u64),
             };
-            outs_all.push((pick(&eload, q.cc, d * 2, q.engs[tl.hi % SPLIT]), q.douts.at(tl.hi as u32 * d * 2), dst, d * 2, st));
+            outs_all.push((pick(&eload, q.cc, d * 2, q.engs[tl.hi % SPLIT]), q.douts.at(tl.hi as u32 * d * 2), dst, d * 2, st, (q.sl, tl.m, tl.hh)));
             // accumulator reuse two heads later is ordered after this head's store
             let hd = if tl.hi + 2 < nheads { Some(k.after(&[&outs_all.last().unwrap().4]).vcopy(q.ss, q.ss)) } else { None };
             q.head_done.push(hd);
@@ -507,11 +507,29 @@ fn qkv(k: &mut Ctx) {
     for t in whole.into_inner() {
         drop_token(t); // ordered before the switch copies that read them
     }
-    // output writes, queued last on every engine (after their vstores)
+    // output writes, queued last on every engine (after their vstores); a slice's consecutive
+    // heads of one matrix are one command (every command pays a startup): contiguous in q_out,
+    // a head's cache row apart in k_cache / v_cache (a two-level program)
+    let mut outs: Vec<Option<(Engine, Loc, Loc, u32, Token, (usize, usize, u32))>> = outs_all.into_iter().map(Some).collect();
     let mut ws = vec![];
-    for (e, src, dst, n, st) in outs_all {
-        ws.push(k.after(&[&st]).dma(e, src, dst, pk(n, PACKET), &[lp(n / pk(n, PACKET), pk(n, PACKET) as i64, pk(n, PACKET) as i64)]));
-        drop_token(st);
+    for i in 0..outs.len() {
+        let (e, src, dst, n, st, (sl, m, hh)) = match outs[i].take() {
+            Some(o) => o,
+            None => continue,
+        };
+        let mut sts = vec![st];
+        let mut run = 1u32;
+        while let Some(j) = (i + 1..outs.len()).find(|&j| matches!(&outs[j], Some(o) if o.5 == (sl, m, hh + run))) {
+            sts.push(outs[j].take().unwrap().4);
+            run += 1;
+        }
+        let p = pk(n, PACKET);
+        let stride = if m == 0 { n as i64 } else { (cl * d * 2) as i64 };
+        let deps: Vec<&Token> = sts.iter().collect();
+        ws.push(k.after(&deps).dma(e, src, dst, p, &[lp(run, n as i64, stride), lp(n / p, p as i64, p as i64)]));
+        for t in sts {
+            drop_token(t);
+        }
     }
     k.wait_all(ws);
 }
