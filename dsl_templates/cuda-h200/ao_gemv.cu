@@ -27,141 +27,6 @@
 #define XSRC ${XSRC}
 #define EPI ${EPI}
 
-__device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
-#if LOADHINT == 0
-    return __ldg(reinterpret_cast<const uint4*>(p));
-#elif LOADHINT == 1
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-#else
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-#endif
-}
-
-__device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-/// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
-/// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
-/// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
-template <int NB, int NR, bool XS_GLOBAL, bool NORM_W>
-__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int xstride,
-                                          const uint4* nwv, int kvec, float (&acc)[NR][NB]) {
-    const int lane = threadIdx.x & 31;
-    for (int base = lane; base < kvec; base += 32 * UNROLL) {
-        uint4 w[NR][UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int idx = base + u * 32;
-#pragma unroll
-            for (int r = 0; r < NR; ++r) w[r][u] = idx < kvec ? load_w(rows[r] + idx * 8) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int idx = base + u * 32;
-            if (idx < kvec) {
-                // the operand's 8 elements for every batch row, converted once for all NR rows
-                float xf[NB][8];
-                float nwf[8];
-                if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf[b]);
-                    if (NORM_W)
-#pragma unroll
-                        for (int e = 0; e < 8; ++e) xf[b][e] *= nwf[e];
-                }
-                // each weight vector converted once for all NB batch rows
-#pragma unroll
-                for (int r = 0; r < NR; ++r) {
-                    float wf[8];
-                    unpack8(w[r][u], wf);
-#pragma unroll
-                    for (int b = 0; b < NB; ++b)
-#pragma unroll
-                        for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < NR; ++r)
-#pragma unroll
-        for (int b = 0; b < NB; ++b)
-#pragma unroll
-            for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
-}
-
-/// rs[b] = 1 / sqrt(mean(x[b]^2) + eps) over K elements, by one warp (every lane gets it).
-template <int NB>
-__device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, float (&rs)[NB]) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        float s = 0;
-#pragma unroll 8
-        for (int i = lane; i < K / 8; i += 32) {
-            float f[8];
-            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
-        }
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-        rs[b] = rsqrtf(s / K + 1e-6f);
-    }
-}
-
-template <int NB>
-__device__ void block_sums(float (&v)[NB]) {
-    __shared__ float partial[32][NB];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-#pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) v[b] += __shfl_xor_sync(0xffffffffu, v[b], offset);
-    __syncthreads();
-    if (lane == 0)
-#pragma unroll
-        for (int b = 0; b < NB; ++b) partial[warp][b] = v[b];
-    __syncthreads();
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        float s = 0;
-        for (int w = 0; w < warps; ++w) s += partial[w][b];
-        v[b] = s;
-    }
-}
-
-/// Grid-wide barrier for a co-resident grid: bar[0] counts arrivals (reset by the last arriver),
-/// bar[1] is a generation number that only grows, so no reset is needed between launches.
-__device__ __forceinline__ void grid_barrier(unsigned* bar) {
-    __threadfence();  // this thread's stores before the block's arrival
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned* gen = bar + 1;
-        const unsigned my_gen = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == my_gen) __nanosleep(32);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
 
 /// EPI 1: the distributed epilogue (see the header). part: SPLITK slices of [NB][N] fp32; slots:
 /// [gridDim.x][NB] fp32; bar: two words.
@@ -190,7 +55,7 @@ __global__ void __launch_bounds__(WARPS * 32, BPS) ao_dist(const __nv_bfloat16* 
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) rows[r] = wo + size_t(r0 + r) * K + kbeg;
         float acc[ROWS][NB] = {};
-        gemv_rows<NB, ROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(attn + kbeg) : xs,
+        gemv_rows<UNROLL, LOADHINT, NB, ROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(attn + kbeg) : xs,
                                               XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
         if (lane == 0) {
 #pragma unroll
@@ -275,7 +140,7 @@ __global__ void __launch_bounds__(WARPS * 32, BPS) ao_kernel(const __nv_bfloat16
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) rows[r] = wo + size_t(r0 + r) * K + kbeg;
         float acc[ROWS][NB] = {};
-        gemv_rows<NB, ROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(attn + kbeg) : xs,
+        gemv_rows<UNROLL, LOADHINT, NB, ROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(attn + kbeg) : xs,
                                               XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
         if (lane == 0) {
 #pragma unroll

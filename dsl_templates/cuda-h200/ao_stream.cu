@@ -27,88 +27,15 @@
 #define STAGES ${STAGES}
 #define BPS ${BPS}
 #define LOADER ${LOADER}
+#define PF ${PF}
+#define SYNC ${SYNC}
 #define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-    asm volatile(
-        "{\n .reg .pred p;\n"
-        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
-        "r"(parity)
-        : "memory");
-}
-/// bytes from global src to shared dst by the copy engine; completion is counted on bar
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-}
-__device__ __forceinline__ uint4 load_w(const void* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-/// Grid-wide barrier for a co-resident grid, one round trip to L2 per block: thread 0 adds 1 to a
-/// 64-bit arrival count with release semantics (its own slot store before it) and waits with
-/// acquire loads until the count reaches the next multiple of the grid size. The count only
-/// grows (2^64 arrivals never wrap), so nothing is reset between launches. Only the slot written
-/// by the arriving thread itself is exchanged; __syncwarp orders its lanes' reads after the wait.
-__device__ __forceinline__ void grid_arrive_wait(unsigned long long* count) {  // by one thread of each block
-    unsigned long long old, now;
-    asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(count) : "memory");
-    const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-    do {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(count) : "memory");
-    } while (now < target);
-}
-
-/// acc[r][b] += the tile's rows · attn over this thread's vectors (XV of them, t + i·T).
-/// Row r's vector i comes from src(r, i) (shared memory or registers).
-template <int NB, int XV, class Src>
-__device__ __forceinline__ void tile_dot(const uint4 (&xr)[NB][XV], int t, int kvec, Src src, float (&acc)[SROWS][NB]) {
-#pragma unroll
-    for (int i = 0; i < XV; ++i) {
-        if (t + i * (WARPS * 32) < kvec) {
-            float xf[NB][8];
-#pragma unroll
-            for (int b = 0; b < NB; ++b) unpack8(xr[b][i], xf[b]);
-#pragma unroll
-            for (int r = 0; r < SROWS; ++r) {
-                float wf[8];
-                unpack8(src(r, i), wf);
-#pragma unroll
-                for (int b = 0; b < NB; ++b)
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
-            }
-        }
-    }
-}
 
 /// smem: [ring: STAGES · SROWS · K bf16 (LOADER 1)] [red: rows_max · NB · WARPS fp32] [ys: rows_max · NB fp32]
 template <int NB, int XV>
 __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* __restrict__ attn, const __nv_bfloat16* __restrict__ residual,
                                                           const __nv_bfloat16* __restrict__ wo, const __nv_bfloat16* __restrict__ post_norm,
-                                                          __nv_bfloat16* __restrict__ out, float* slots, unsigned long long* bar, int N, int K,
+                                                          __nv_bfloat16* __restrict__ out, unsigned long long* slots, unsigned long long* bar, int N, int K,
                                                           int rows_max) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
@@ -123,11 +50,23 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     // the epilogue's inputs for the (row, batch) item t (t < nrows * NB), loaded now: they arrive
     // while the weights stream instead of costing a memory round trip after the grid barrier
     float pre_res = 0, pre_w = 0;
-    if (t < nrows * NB) {
-        const int r = t / NB, b = t - r * NB;
-        pre_res = __bfloat162float(residual[size_t(b) * N + rbeg + r]);
-        pre_w = __bfloat162float(post_norm[rbeg + r]);
-    }
+    unsigned epoch = 0;
+    auto load_pre = [&] {
+        if (t < nrows * NB) {
+            const int r = t / NB, b = t - r * NB;
+            pre_res = __bfloat162float(residual[size_t(b) * N + rbeg + r]);
+            pre_w = __bfloat162float(post_norm[rbeg + r]);
+        }
+        if (SYNC == 1 && warp == 0) epoch = slot_next_epoch(slots + size_t(blockIdx.x) * NB);
+    };
+    load_pre();
+    // PF > 0: the copy engine brings the block's rows from SROWS on, PF rows ahead of the tile being
+    // loaded, into L2 (a block's rows are one contiguous stretch of wo), so the memory system holds
+    // the block's requests from the start instead of one tile's at a time
+    auto prefetch_rows = [&](int r0, int r1) {  // rows rbeg + [r0, r1), by warp 0, one row per lane
+        if (PF > 0 && warp == 0)
+            for (int r = r0 + lane; r < min(r1, nrows); r += 32) prefetch_l2(wo + size_t(rbeg + r) * K, unsigned(K) * 2);
+    };
 
 #if LOADER == 1
     if (threadIdx.x == 0) {
@@ -138,6 +77,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+    prefetch_rows(STAGES * SROWS, STAGES * SROWS + PF);
     if (warp == WARPS) {  // the producer warp: one lane issues the copies, tile by tile
         if (lane == 0) {
             for (int i = 0; i < ntiles; ++i) {
@@ -162,11 +102,12 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
 #pragma unroll
                 for (int x = 0; x < XV; ++x) {
                     const int j = t + x * (WARPS * 32);
-                    wn[r][x] = j < kvec ? load_w(wv + size_t(row) * kvec + j) : make_uint4(0, 0, 0, 0);
+                    wn[r][x] = j < kvec ? ld_stream(wv + size_t(row) * kvec + j) : make_uint4(0, 0, 0, 0);
                 }
             }
         };
         if (ntiles > 0) load_tile(0);
+        prefetch_rows(SROWS, 2 * SROWS + PF);
 #endif
         uint4 xr[NB][XV];
 #pragma unroll
@@ -183,7 +124,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
             const int s = i % STAGES;
             mbar_wait(&full[s], (i / STAGES) & 1);
             const uint4* buf = ring + size_t(s) * SROWS * kvec;
-            tile_dot<NB, XV>(xr, t, kvec, [&](int r, int x) { return buf[r * kvec + t + x * (WARPS * 32)]; }, acc);
+            tile_dot<NB, XV, SROWS, WARPS * 32>(xr, t, kvec, [&](int r, int x) { return buf[r * kvec + t + x * (WARPS * 32)]; }, acc);
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
 #else
@@ -193,7 +134,8 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
 #pragma unroll
                 for (int x = 0; x < XV; ++x) wc[r][x] = wn[r][x];
             if (i + 1 < ntiles) load_tile(i + 1);
-            tile_dot<NB, XV>(xr, t, kvec, [&](int r, int x) { return wc[r][x]; }, acc);
+            prefetch_rows((i + 2) * SROWS + PF, (i + 3) * SROWS + PF);
+            tile_dot<NB, XV, SROWS, WARPS * 32>(xr, t, kvec, [&](int r, int x) { return wc[r][x]; }, acc);
 #endif
 #pragma unroll
             for (int r = 0; r < SROWS; ++r)
@@ -229,20 +171,34 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         for (int b = 0; b < NB; ++b)
 #pragma unroll
             for (int offset = 16; offset > 0; offset >>= 1) ss[b] += __shfl_xor_sync(0xffffffffu, ss[b], offset);
+#if SYNC == 1
+        // epoch-tagged slots: the value is its own "ready" flag; one store, then every block's
+        // warp 0 reads all slots (waiting on the ones not yet written): one round trip to L2
+        if (lane == 0)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) slot_put(slots + size_t(blockIdx.x) * NB + b, epoch, ss[b]);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const float tot = slots_sum<16>(slots + b, int(gridDim.x), NB, epoch);
+            if (lane == 0) s_scale[b] = rsqrtf(tot / N + 1e-6f);
+        }
+#else
+        float* fslots = reinterpret_cast<float*>(slots);
         if (lane == 0) {
 #pragma unroll
-            for (int b = 0; b < NB; ++b) slots[size_t(blockIdx.x) * NB + b] = ss[b];
+            for (int b = 0; b < NB; ++b) fslots[size_t(blockIdx.x) * NB + b] = ss[b];
             grid_arrive_wait(bar);
         }
         __syncwarp();
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
             float tot = 0;
-            for (int j = lane; j < int(gridDim.x); j += 32) tot += __ldcg(slots + size_t(j) * NB + b);
+            for (int j = lane; j < int(gridDim.x); j += 32) tot += __ldcg(fslots + size_t(j) * NB + b);
 #pragma unroll
             for (int offset = 16; offset > 0; offset >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, offset);
             if (lane == 0) s_scale[b] = rsqrtf(tot / N + 1e-6f);
         }
+#endif
     }
     __syncthreads();
     for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
@@ -255,7 +211,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
 }
 
 static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-static size_t slot_bytes(const NpuoptCtx* c) { return round256(size_t(c->sm_count) * BPS * npuopt_shape(c, "batch") * 4); }
+static size_t slot_bytes(const NpuoptCtx* c) { return round256(size_t(c->sm_count) * BPS * npuopt_shape(c, "batch") * 8); }
 
 NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) { return slot_bytes(c) + 256; }
 
@@ -274,10 +230,11 @@ static int launch_xv(const NpuoptCtx* c) {
         configured = true;
     }
     if (resident < BPS) return 4;  // the grid barrier needs every block resident at once
+    if (SYNC == 1 && grid > 32 * 16) return 2;  // slots_sum<16>: at most 512 blocks
     char* ws = static_cast<char*>(c->workspace);
     ao_stream<NB, XV><<<grid, THREADS, smem, c->stream>>>(
         npuopt_tensor<__nv_bfloat16>(c, "attn"), npuopt_tensor<__nv_bfloat16>(c, "residual"), npuopt_tensor<__nv_bfloat16>(c, "wo"),
-        npuopt_tensor<__nv_bfloat16>(c, "post_norm"), npuopt_tensor<__nv_bfloat16>(c, "out"), reinterpret_cast<float*>(ws),
+        npuopt_tensor<__nv_bfloat16>(c, "post_norm"), npuopt_tensor<__nv_bfloat16>(c, "out"), reinterpret_cast<unsigned long long*>(ws),
         reinterpret_cast<unsigned long long*>(ws + slot_bytes(c)), N, K, rows_max);
     return 0;
 }

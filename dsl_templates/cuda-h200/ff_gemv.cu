@@ -13,6 +13,11 @@
 // barriers over the co-resident grid, every block adds the DSPLITK slices of its own rows in chunk
 // order, writes its rows' sum of squares into a slot, and after the second barrier adds all slots
 // in one fixed order (bitwise deterministic) and normalises + adds the residual for its own rows.
+// PDL (EPI 1): 1 launches the down pass as a programmatic dependent of the up pass (its launch
+// and block start-up overlap the up pass's end; it waits for the up pass (griddepcontrol.wait)
+// before it reads h), 2 also lets the up pass trigger that launch at its start, so down-pass
+// blocks start on the SMs the up pass leaves first. DPF 1: before that wait, each down-pass warp
+// has the copy engine bring its first rows of w_down into L2 (weights do not depend on h).
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -25,121 +30,9 @@
 #define LOADHINT ${LOADHINT}
 #define XSRC ${XSRC}
 #define EPI ${EPI}
+#define PDL ${PDL}
+#define DPF ${DPF}
 
-__device__ __forceinline__ uint4 load_w(const __nv_bfloat16* p) {
-#if LOADHINT == 0
-    return __ldg(reinterpret_cast<const uint4*>(p));
-#elif LOADHINT == 1
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-#else
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-#endif
-}
-
-__device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-/// acc[r][b] += rows[r][0..8*kvec) · xs[b][0..kvec) for one warp.
-/// XS_GLOBAL: xs is device memory read through L1 (__ldg), else shared memory; row b of the
-/// operand starts at xs + b * xstride. NORM_W: the operand is multiplied by nwv elementwise.
-template <int NB, int NR, bool XS_GLOBAL, bool NORM_W>
-__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* const (&rows)[NR], const uint4* xs, int xstride,
-                                          const uint4* nwv, int kvec, float (&acc)[NR][NB]) {
-    const int lane = threadIdx.x & 31;
-    for (int base = lane; base < kvec; base += 32 * UNROLL) {
-        uint4 w[NR][UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int idx = base + u * 32;
-#pragma unroll
-            for (int r = 0; r < NR; ++r) w[r][u] = idx < kvec ? load_w(rows[r] + idx * 8) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int idx = base + u * 32;
-            if (idx < kvec) {
-                // the operand's 8 elements for every batch row, converted once for all NR rows
-                float xf[NB][8];
-                float nwf[8];
-                if (NORM_W) unpack8(__ldg(nwv + idx), nwf);
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    unpack8(XS_GLOBAL ? __ldg(xs + b * xstride + idx) : xs[b * xstride + idx], xf[b]);
-                    if (NORM_W)
-#pragma unroll
-                        for (int e = 0; e < 8; ++e) xf[b][e] *= nwf[e];
-                }
-                // each weight vector converted once for all NB batch rows
-#pragma unroll
-                for (int r = 0; r < NR; ++r) {
-                    float wf[8];
-                    unpack8(w[r][u], wf);
-#pragma unroll
-                    for (int b = 0; b < NB; ++b)
-#pragma unroll
-                        for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < NR; ++r)
-#pragma unroll
-        for (int b = 0; b < NB; ++b)
-#pragma unroll
-            for (int offset = 16; offset > 0; offset >>= 1) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], offset);
-}
-
-/// rs[b] = 1 / sqrt(mean(x[b]^2) + eps) over K elements, by one warp (every lane gets it).
-template <int NB>
-__device__ __forceinline__ void warp_rms_scale(const __nv_bfloat16* x, int K, float (&rs)[NB]) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        float s = 0;
-#pragma unroll 8
-        for (int i = lane; i < K / 8; i += 32) {
-            float f[8];
-            unpack8(__ldg(reinterpret_cast<const uint4*>(x + size_t(b) * K) + i), f);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
-        }
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-        rs[b] = rsqrtf(s / K + 1e-6f);
-    }
-}
-
-template <int NB>
-__device__ void block_sums(float (&v)[NB]) {
-    __shared__ float partial[32][NB];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-#pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) v[b] += __shfl_xor_sync(0xffffffffu, v[b], offset);
-    __syncthreads();
-    if (lane == 0)
-#pragma unroll
-        for (int b = 0; b < NB; ++b) partial[warp][b] = v[b];
-    __syncthreads();
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        float s = 0;
-        for (int w = 0; w < warps; ++w) s += partial[w][b];
-        v[b] = s;
-    }
-}
 
 __device__ __forceinline__ float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
@@ -150,6 +43,7 @@ __global__ void __launch_bounds__(WARPS * 32, BPS) ff_up(const __nv_bfloat16* __
                                                    const __nv_bfloat16* __restrict__ w_gate, const __nv_bfloat16* __restrict__ w_up,
                                                    __nv_bfloat16* __restrict__ h, int F, int H) {
     extern __shared__ uint4 xs[];
+    if (PDL == 2) pdl_launch_dependents();
     const int kvec = H / 8;
     if (XSRC == 0) {  // the norm as a prologue: x normalised into shared memory
     float ss[NB] = {};
@@ -195,7 +89,7 @@ __global__ void __launch_bounds__(WARPS * 32, BPS) ff_up(const __nv_bfloat16* __
             rows[ROWS + r] = w_up + size_t(r0 + r) * H;
         }
         float acc[2 * ROWS][NB] = {};
-        gemv_rows<NB, 2 * ROWS, XSRC == 1, XSRC == 1>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(x) : xs, kvec,
+        gemv_rows<UNROLL, LOADHINT, NB, 2 * ROWS, XSRC == 1, XSRC == 1>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(x) : xs, kvec,
                                                       reinterpret_cast<const uint4*>(ffn_norm), kvec, acc);
         if (XSRC == 1) {  // the norm folded in: rows · (x * ffn_norm), scaled by 1/rms(x) afterwards
             if (!have_rs) { warp_rms_scale<NB>(x, H, rs); have_rs = true; }
@@ -213,27 +107,6 @@ __global__ void __launch_bounds__(WARPS * 32, BPS) ff_up(const __nv_bfloat16* __
     }
 }
 
-/// Grid-wide barrier for a co-resident grid: bar[0] counts arrivals (reset by the last arriver),
-/// bar[1] is a generation number that only grows, so no reset is needed between launches.
-__device__ __forceinline__ void grid_barrier(unsigned* bar) {
-    __threadfence();  // this thread's stores before the block's arrival
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned* gen = bar + 1;
-        const unsigned my_gen = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == my_gen) __nanosleep(32);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
 /// EPI 1: the down pass with the distributed epilogue (see the header); h is the up pass's output. part: DSPLITK slices of [NB][N] fp32; slots:
 /// [gridDim.x][NB] fp32; bar: tw_down w_downrds.
 template <int NB>
@@ -244,6 +117,13 @@ __global__ void __launch_bounds__(WARPS * 32, DBPS) ff_dist(const __nv_bfloat16*
     const int chunk = blockIdx.x % DSPLITK, bi = blockIdx.x / DSPLITK;
     const int bc = gridDim.x / DSPLITK;
     const int kc = K / DSPLITK, kbeg = chunk * kc, kvec = kc / 8;
+    if (DPF == 1) {  // this warp's first row group into L2 (one row per lane)
+        const int lane = threadIdx.x & 31;
+        const long wc = long(bc) * WARPS, gw = long(bi) * WARPS + (threadIdx.x >> 5), groups = N / DROWS;
+        const long g0 = gw * groups / wc, g1 = (gw + 1) * groups / wc;
+        if (g0 < g1 && lane < DROWS) prefetch_l2(w_down + size_t(g0 * DROWS + lane) * K + kbeg, unsigned(kc) * 2);
+    }
+    if (PDL > 0) pdl_wait();  // h (and anything else the up pass wrote) only after this
     if (XSRC == 0) {
         for (int i = threadIdx.x; i < NB * kvec; i += blockDim.x) {
             const int b = i / kvec, j = i - b * kvec;
@@ -261,7 +141,7 @@ __global__ void __launch_bounds__(WARPS * 32, DBPS) ff_dist(const __nv_bfloat16*
 #pragma unroll
         for (int r = 0; r < DROWS; ++r) rows[r] = w_down + size_t(r0 + r) * K + kbeg;
         float acc[DROWS][NB] = {};
-        gemv_rows<NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
+        gemv_rows<UNROLL, LOADHINT, NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
                                               XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
         if (lane == 0) {
 #pragma unroll
@@ -346,7 +226,7 @@ __global__ void __launch_bounds__(WARPS * 32, DBPS) ff_down(const __nv_bfloat16*
 #pragma unroll
         for (int r = 0; r < DROWS; ++r) rows[r] = w_down + size_t(r0 + r) * K + kbeg;
         float acc[DROWS][NB] = {};
-        gemv_rows<NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
+        gemv_rows<UNROLL, LOADHINT, NB, DROWS, XSRC == 1, false>(rows, XSRC == 1 ? reinterpret_cast<const uint4*>(h + kbeg) : xs,
                                                XSRC == 1 ? K / 8 : kvec, nullptr, kvec, acc);
         if (lane == 0) {
 #pragma unroll
@@ -429,10 +309,20 @@ static int launch_nb(const NpuoptCtx* c) {
     auto* out = npuopt_tensor<__nv_bfloat16>(c, "out");
     auto* acc = reinterpret_cast<float*>(ws + h_bytes(c));
     auto* tail = reinterpret_cast<unsigned*>(ws + h_bytes(c) + acc_bytes(c) + slot_bytes(c));
-    if (EPI == 1)
-        ff_dist<NB><<<grid, WARPS * 32, smem_down, c->stream>>>(h, x, w_down, post_norm, out, acc,
-                                                               reinterpret_cast<float*>(ws + h_bytes(c) + acc_bytes(c)), tail, H, F);
-    else
+    if (EPI == 1) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(grid);
+        cfg.blockDim = dim3(WARPS * 32);
+        cfg.dynamicSmemBytes = smem_down;
+        cfg.stream = c->stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = PDL > 0 ? 1 : 0;
+        cudaLaunchKernelEx(&cfg, ff_dist<NB>, static_cast<const __nv_bfloat16*>(h), x, w_down, post_norm, out, acc,
+                           reinterpret_cast<float*>(ws + h_bytes(c) + acc_bytes(c)), tail, H, F);
+    } else
         ff_down<NB><<<grid, WARPS * 32, smem_down, c->stream>>>(h, x, w_down, post_norm, out, acc, tail, H, F);
     return 0;
 }

@@ -18,93 +18,28 @@
 // start, so they arrive while the weights stream.
 #include "npuopt_cuda.h"
 
+#include <cooperative_groups.h>
+#include <cstdio>
+
 #define WARPS ${WARPS}
 #define SROWS ${SROWS}
 #define STAGES ${STAGES}
 #define BPS ${BPS}
 #define LOADER ${LOADER}
 #define EPI ${EPI}
+#define CL ${CL}
+#define PF ${PF}
 #define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-    asm volatile(
-        "{\n .reg .pred p;\n"
-        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
-        "r"(parity)
-        : "memory");
-}
-/// bytes from global src to shared dst by the copy engine; completion is counted on bar
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-}
-__device__ __forceinline__ uint4 load_w(const void* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ void unpack8(uint4 v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
+/// ss[b] += ys[idx]^2 over this thread's share of idx in [lo, hi) (ys: rows x NB, b = idx % NB)
 template <int NB>
-__device__ void block_sums(float (&v)[NB]) {
-    __shared__ float partial[32][NB];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+__device__ __forceinline__ void add_squares(const float* ys, int lo, int hi, float (&ss)[NB]) {
+    for (int idx = lo + int(threadIdx.x); idx < hi; idx += blockDim.x) {
+        const float y = ys[idx];
+        const int b = idx % NB;
 #pragma unroll
-    for (int b = 0; b < NB; ++b)
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) v[b] += __shfl_xor_sync(0xffffffffu, v[b], offset);
-    __syncthreads();
-    if (lane == 0)
-#pragma unroll
-        for (int b = 0; b < NB; ++b) partial[warp][b] = v[b];
-    __syncthreads();
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        float s = 0;
-        for (int w = 0; w < warps; ++w) s += partial[w][b];
-        v[b] = s;
-    }
-}
-
-/// acc[r][b] += the tile's rows · (x * attn_norm) over this thread's vectors (XV of them, t + i·T).
-/// Row r's vector i comes from src(r, i) (shared memory or registers).
-template <int NB, int XV, class Src>
-__device__ __forceinline__ void tile_dot(const uint4 (&xr)[NB][XV], int t, int kvec, Src src, float (&acc)[SROWS][NB]) {
-#pragma unroll
-    for (int i = 0; i < XV; ++i) {
-        if (t + i * (WARPS * 32) < kvec) {
-            float xf[NB][8];
-#pragma unroll
-            for (int b = 0; b < NB; ++b) unpack8(xr[b][i], xf[b]);
-#pragma unroll
-            for (int r = 0; r < SROWS; ++r) {
-                float wf[8];
-                unpack8(src(r, i), wf);
-#pragma unroll
-                for (int b = 0; b < NB; ++b)
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) acc[r][b] = fmaf(wf[e], xf[b][e], acc[r][b]);
-            }
-        }
+        for (int bb = 0; bb < NB; ++bb)
+            if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
     }
 }
 
@@ -131,6 +66,16 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     const int P = N / 2;
     auto blk_beg = [&](int g) { return 2 * int(long(g) * P / gridDim.x); };
     auto phys = [&](int lrow) { const int h = lrow / D, qq = lrow - h * D; return h * D + (qq >> 1) + (qq & 1) * (D / 2); };
+#elif EPI == 2
+    // a cluster of CL blocks per head, D / CL rows per block: block c of a head holds the pairs
+    // m in [c·RB/2, (c+1)·RB/2), its logical row lr < RB/2 being row m = c·RB/2 + lr of the head and
+    // lr >= RB/2 row m + D/2 (two contiguous stretches of weights per block)
+    const int RB = D / CL;
+    auto blk_beg = [&](int g) { return g * RB; };
+    auto phys = [&](int lrow) {
+        const int h = lrow / D, qq = lrow - h * D, c = qq / RB, lr = qq - c * RB;
+        return h * D + c * (RB / 2) + (lr < RB / 2 ? lr : D / 2 + lr - RB / 2);
+    };
 #else
     auto blk_beg = [&](int g) { return int(long(g) * N / gridDim.x); };
     auto phys = [&](int lrow) { return lrow; };
@@ -143,6 +88,12 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
         return row < q_rows ? wq + size_t(row) * H : row < q_rows + k_rows ? wk + size_t(row - q_rows) * H : wv + size_t(row - q_rows - k_rows) * H;
     };
     (void)ring;
+    // PF > 0: the copy engine brings the block's rows into L2 PF rows ahead of the tile being loaded
+    // (warp 0, one row per lane), so the memory system holds more of the block's requests early
+    auto prefetch_rows = [&](int r0, int r1) {
+        if (PF > 0 && warp == 0)
+            for (int r = r0 + lane; r < min(r1, nrows); r += 32) prefetch_l2(row_ptr(rbeg + r), unsigned(H) * 2);
+    };
 #if LOADER == 1
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -160,6 +111,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     };
     if (warp == WARPS && lane == 0)
         for (int i = 0; i < min(STAGES, ntiles); ++i) issue(i);
+    prefetch_rows(STAGES * SROWS, STAGES * SROWS + PF);
 #else
     uint4 wn[SROWS][XV];  // the next tile, in flight while the current one is computed
     auto load_tile = [&](int i) {
@@ -169,11 +121,12 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
 #pragma unroll
             for (int xi = 0; xi < XV; ++xi) {
                 const int j = t + xi * (WARPS * 32);
-                wn[r][xi] = j < kvec ? load_w(p + j) : make_uint4(0, 0, 0, 0);
+                wn[r][xi] = j < kvec ? ld_stream(p + j) : make_uint4(0, 0, 0, 0);
             }
         }
     };
     if (ntiles > 0) load_tile(0);
+    prefetch_rows(SROWS, 2 * SROWS + PF);
 #endif
     // the fused norm: each consumer thread adds the squares of its own vectors of x (together they
     // cover x once), reduced over the block after the main loop: no pass over x of its own
@@ -188,6 +141,13 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
             pre_qa = __bfloat162float(nw[m]);
             pre_qb = __bfloat162float(nw[m + D / 2]);
         }
+    }
+#elif EPI == 2
+    if (t < RB / 2 && rbeg / D < QH + KH) {  // pair t of this block
+        const int h = rbeg / D, m = (rbeg - h * D) / 2 + t;
+        const __nv_bfloat16* nw = h < QH ? q_norm : k_norm;
+        pre_qa = __bfloat162float(nw[m]);
+        pre_qb = __bfloat162float(nw[m + D / 2]);
     }
 #else
     if (t < D / 2) {
@@ -236,7 +196,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
             const int s = i % STAGES;
             mbar_wait(&full[s], (i / STAGES) & 1);
             const uint4* buf = ring + size_t(s) * SROWS * kvec;
-            tile_dot<NB, XV>(xr, t, kvec, [&](int r, int xi) { return buf[r * kvec + t + xi * (WARPS * 32)]; }, acc);
+            tile_dot<NB, XV, SROWS, WARPS * 32>(xr, t, kvec, [&](int r, int xi) { return buf[r * kvec + t + xi * (WARPS * 32)]; }, acc);
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
 #else
@@ -246,7 +206,8 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
 #pragma unroll
                 for (int xi = 0; xi < XV; ++xi) wc[r][xi] = wn[r][xi];
             if (i + 1 < ntiles) load_tile(i + 1);
-            tile_dot<NB, XV>(xr, t, kvec, [&](int r, int xi) { return wc[r][xi]; }, acc);
+            prefetch_rows((i + 2) * SROWS + PF, (i + 3) * SROWS + PF);
+            tile_dot<NB, XV, SROWS, WARPS * 32>(xr, t, kvec, [&](int r, int xi) { return wc[r][xi]; }, acc);
 #endif
 #pragma unroll
             for (int r = 0; r < SROWS; ++r)
@@ -277,7 +238,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
             if (bb == b) scale = rs[bb];
         y *= scale;
         if (row >= q_rows + k_rows) v[size_t(b) * k_rows + (phys(row) - q_rows - k_rows)] = __float2bfloat16(y);
-        else if (EPI == 1) ys[idx] = y;
+        else if (EPI != 0) ys[idx] = y;
         else acc_buf[size_t(b) * N + row] = y;
     }
 #if EPI == 1
@@ -300,13 +261,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
         float ss[NB] = {};
         if (h <= h1) {
             const int lo = max(rbeg, h * D) - rbeg, hi = min(rend, (h + 1) * D) - rbeg;
-            for (int idx = lo * NB + threadIdx.x; idx < hi * NB; idx += blockDim.x) {
-                const float y = ys[idx];
-                const int b = idx % NB;
-#pragma unroll
-                for (int bb = 0; bb < NB; ++bb)
-                    if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
-            }
+            add_squares<NB>(ys, lo * NB, hi * NB, ss);
         }
         block_sums<NB>(ss);
         if (threadIdx.x == 0)
@@ -358,6 +313,50 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
             dst[m] = __float2bfloat16(a * co - c2 * sn);
             dst[m + D / 2] = __float2bfloat16(a * sn + c2 * co);
         }
+    }
+#elif EPI == 2
+    // the head's sum of squares over its cluster: each block's own in its shared memory, one
+    // cluster barrier, every block adds the CL values in rank order through distributed shared
+    // memory (the same total in every block), then normalises and rotates its own pairs. A second
+    // barrier (arrive now, wait at the end) keeps every block's shared memory alive while read.
+    __shared__ float s_ss[NB], s_hs[NB];
+    const int h = rbeg / D;
+    if (h < QH + KH) {  // the same for the whole cluster (one head)
+        float ss[NB] = {};
+        add_squares<NB>(ys, 0, nrows * NB, ss);
+        block_sums<NB>(ss);
+        if (threadIdx.x < NB) s_ss[threadIdx.x] = ss[threadIdx.x];
+        cluster_arrive();
+        cluster_wait();
+        if (threadIdx.x < NB) {
+            cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+            float tot = 0;
+#pragma unroll
+            for (int r = 0; r < CL; ++r) tot += *cluster.map_shared_rank(s_ss + threadIdx.x, r);
+            s_hs[threadIdx.x] = rsqrtf(tot / D + 1e-6f);
+        }
+        cluster_arrive();
+        __syncthreads();
+        const __nv_bfloat16* nw = h < QH ? q_norm : k_norm;
+        __nv_bfloat16* dst_base = h < QH ? q + size_t(h) * D : k + size_t(h - QH) * D;
+        const int dst_stride = h < QH ? QH * D : KH * D;
+        for (int lp = threadIdx.x; lp < RB / 2; lp += blockDim.x) {
+            const int m = (rbeg - h * D) / 2 + lp;
+            const float wa = lp == t ? pre_qa : __bfloat162float(nw[m]);
+            const float wb = lp == t ? pre_qb : __bfloat162float(nw[m + D / 2]);
+            const float freq = exp2f(-(2.0f * m / D) * 13.287712379549449f);  // log2(10000)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const float a = ys[size_t(lp) * NB + b] * s_hs[b] * wa;
+                const float c2 = ys[size_t(lp + RB / 2) * NB + b] * s_hs[b] * wb;
+                float sn, co;
+                sincosf(float(pre_pos[b]) * freq, &sn, &co);
+                __nv_bfloat16* dst = dst_base + size_t(b) * dst_stride;
+                dst[m] = __float2bfloat16(a * co - c2 * sn);
+                dst[m + D / 2] = __float2bfloat16(a * sn + c2 * co);
+            }
+        }
+        cluster_wait();
     }
 #else
     __threadfence();
@@ -429,9 +428,10 @@ template <int NB, int XV>
 static int launch_xv(const NpuoptCtx* c) {
     const int H = int(npuopt_shape(c, "hidden")), QH = int(npuopt_shape(c, "q_heads")), KH = int(npuopt_shape(c, "kv_heads")),
               D = int(npuopt_shape(c, "head_dim"));
-    const int N = (QH + 2 * KH) * D, grid = c->sm_count * BPS;
+    const int N = (QH + 2 * KH) * D, grid = EPI == 2 ? N / (D / CL) : c->sm_count * BPS;
     // EPI 1: blocks start on even rows (whole pairs), every block holds a pair, a block spans <= 2 heads
     const int rows_max = EPI == 1 ? 2 * ((N / 2 + grid - 1) / grid) : (N + grid - 1) / grid;
+    if (EPI == 2 && (D % CL != 0 || (D / CL) % 2 != 0)) return 2;
     if (D % 2 != 0 || rows_max / D + 2 > 8) return 2;
     if (EPI == 1 && (N / 2 < grid || rows_max > D)) return 2;
     const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * H * 2 : 0) + size_t(rows_max) * NB * WARPS * 4 +
@@ -446,7 +446,27 @@ static int launch_xv(const NpuoptCtx* c) {
     }
     if (EPI == 1 && resident < BPS) return 4;  // the per-head waits need every block resident at once
     char* ws = static_cast<char*>(c->workspace);
-    qkv_stream<NB, XV><<<grid, THREADS, smem, c->stream>>>(
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = EPI == 2 ? CL : 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = EPI == 2 ? 1 : 0;
+    static bool told = false;
+    if (EPI == 2 && !told) {  // how many clusters fit at once (one wave needs grid / CL): said once, on stderr
+        if (CL > 8) cudaFuncSetAttribute(qkv_stream<NB, XV>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        int clusters = 0;
+        cudaOccupancyMaxActiveClusters(&clusters, qkv_stream<NB, XV>, &cfg);
+        std::fprintf(stderr, "qkv_stream: %d clusters of %d resident at once, the grid has %d\n", clusters, CL, grid / CL);
+        told = true;
+    }
+    cudaLaunchKernelEx(&cfg, qkv_stream<NB, XV>,
         npuopt_tensor<__nv_bfloat16>(c, "x"), npuopt_tensor<int>(c, "pos"), npuopt_tensor<__nv_bfloat16>(c, "attn_norm"),
         npuopt_tensor<__nv_bfloat16>(c, "wq"), npuopt_tensor<__nv_bfloat16>(c, "wk"), npuopt_tensor<__nv_bfloat16>(c, "wv"),
         npuopt_tensor<__nv_bfloat16>(c, "q_norm"), npuopt_tensor<__nv_bfloat16>(c, "k_norm"), npuopt_tensor<__nv_bfloat16>(c, "q"),
