@@ -693,13 +693,14 @@ TEST_CASE("tree and champion path round-trip through the store") {
 
 namespace {
 
-/// The roofline as src/search/cost_model.cpp computed it before the terms became npu-sim's data.
+/// The roofline as src/search/cost_model.cpp computed it before the terms became npu-sim's data,
+/// plus the switch term added since (a slice's switch copies in series on its port).
 std::map<std::string, double> reference_terms(const knowledge::HardwareModel& hw, const std::map<std::string, double>& q) {
     auto get = [&](const char* name, double fallback) {
         auto found = q.find(name);
         return found == q.end() || !std::isfinite(found->second) ? fallback : found->second;
     };
-    std::map<std::string, double> terms = {{"hbm", 0.0}, {"dma_stream", 0.0}, {"dma_startup", 0.0}, {"dma_packets", 0.0}, {"pass_issue", 0.0}};
+    std::map<std::string, double> terms = {{"hbm", 0.0}, {"dma_stream", 0.0}, {"dma_startup", 0.0}, {"dma_packets", 0.0}, {"pass_issue", 0.0}, {"switch", 0.0}};
     const double weight_bytes = get("weight_bytes", 0.0);
     const double engines = std::max(1.0, get("engine_index", 0.0) + 1.0);
     const double slices = std::max(1.0, get("slice", 0.0) + 1.0);
@@ -713,6 +714,8 @@ std::map<std::string, double> reference_terms(const knowledge::HardwareModel& hw
     if (hw.value("dma_max_packet_bytes") > 0.0 && packet > hw.value("dma_max_packet_bytes")) packet = hw.value("dma_max_packet_bytes");
     if (packet > 0.0) terms["dma_packets"] = weight_bytes / packet * hw.value("dma_packet_overhead_cycles") / engines_used;
     terms["pass_issue"] = get("passes", 0.0) * hw.value("pass_issue_cycles") / slices;
+    if (hw.value("switch_bytes_per_cycle") > 0.0)
+        terms["switch"] = get("switch_copies", 0.0) * hw.value("switch_startup_cycles") + get("switch_bytes", 0.0) / hw.value("switch_bytes_per_cycle");
     return terms;
 }
 
@@ -727,6 +730,8 @@ TEST_CASE("cost model: npu-sim's declared terms give the predictions of the form
     hw.set("dma_packet_overhead_cycles", 4.0);
     hw.set("dma_max_packet_bytes", 4096.0);
     hw.set("pass_issue_cycles", 600.0);
+    hw.set("switch_startup_cycles", 300.0);
+    hw.set("switch_bytes_per_cycle", 16.0);
     hw.cost_model = std::make_shared<config::CostModelSpec>(
         config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
     search::CostModel model(hw);
@@ -741,6 +746,12 @@ TEST_CASE("cost model: npu-sim's declared terms give the predictions of the form
     CHECK(terms.value("dma_startup") == 6250.0);
     CHECK(terms.value("dma_packets") == 122.0703125);
     CHECK(terms.value("pass_issue") == 3750.0);
+    CHECK(terms.value("switch") == 0.0);  // no switch copies declared
+    // 10 copies of 800 bytes in all from one slice: 10 startups + 8000 / 16 bytes per cycle
+    auto with_switch = quantities;
+    with_switch["switch_copies"] = 10;
+    with_switch["switch_bytes"] = 8000;
+    CHECK(model.terms(with_switch).value("switch") == 3500.0);
     // Largest group (dma_startup + dma_packets = 6372.0703125) plus a tenth of the others (6312.5).
     CHECK(terms.combined() == doctest::Approx(7003.3203125).epsilon(1e-15));
     CHECK(terms.dominant() == "dma_startup");
@@ -764,12 +775,15 @@ TEST_CASE("cost model: npu-sim's declared terms give the predictions of the form
         maybe("engine_index", std::floor(unit(random) * 8));
         maybe("slice", std::floor(unit(random) * 16));
         maybe("clusters", std::floor(unit(random) * 3));
+        maybe("switch_copies", std::floor(unit(random) * 40));
+        maybe("switch_bytes", std::floor(unit(random) * 1e5));
         const auto reference = reference_terms(hw, q);
         const auto now = model.terms(q).as_map();
         INFO(trial);
         CHECK(now == reference);
         const std::vector<double> groups = {reference.at("hbm"), reference.at("dma_stream"),
-                                            reference.at("dma_startup") + reference.at("dma_packets"), reference.at("pass_issue")};
+                                            reference.at("dma_startup") + reference.at("dma_packets"), reference.at("pass_issue"),
+                                            reference.at("switch")};
         const double largest = *std::max_element(groups.begin(), groups.end());
         double total = 0.0;
         for (double value : groups) total += value;
