@@ -77,9 +77,10 @@ struct CascadeConfig {
                                         ///< drift since it was recorded fakes no win; 0 = trust the median)
     int transient_retries = 3;
     double race_budget_share = 0.25;    ///< a race may spend at most this share of the launches the
-                                        ///< device-run budget has left (at least 2 × the test's first
-                                        ///< look): a near-tie cannot eat a small campaign; stopping
-                                        ///< early only makes the race inconclusive (0 = no cap)
+                                        ///< device-run budget has left, or the smallest race whose
+                                        ///< placed test can accept where that is more and the launches
+                                        ///< left allow it: a near-tie cannot eat a small campaign;
+                                        ///< stopping early only makes the race inconclusive (0 = no cap)
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
     std::optional<std::uint64_t> priming_seed;  ///< correctness: a launch before the fresh seeds, so a kernel
                                         ///< that returns the previous run's output has a correct one to return;

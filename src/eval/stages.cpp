@@ -623,11 +623,31 @@ public:
                 capped_design = context.sequential_design_within ? context.sequential_design_within(affordable) : full;
                 const auto first_accept = earliest_accept_pairs(*capped_design);
                 if (!first_accept || *first_accept > affordable) {
-                    return ended(Verdict::inconclusive,
-                                 fmt::format("not raced: {} launches of the {} the device-run budget leaves (race share {}) "
-                                             "are too few for the test to accept at alpha {}",
-                                             race_config.max_launches, *left, config.race_budget_share,
-                                             capped_design->config.alpha));
+                    // The share is a budget for ordinary races, not a ban: a candidate that passed the
+                    // screen still gets the smallest race that can accept (its test placed for those
+                    // pairs), where the launches left allow one. Without it every candidate late in a
+                    // campaign, however much faster, could only end inconclusive.
+                    std::optional<std::size_t> floor_pairs;
+                    if (context.sequential_design_within) {
+                        for (std::size_t pairs = affordable + 1;
+                             pairs <= full->config.max_pairs && static_cast<std::int64_t>(2 * pairs) <= *left; ++pairs) {
+                            auto design = context.sequential_design_within(pairs);
+                            const auto first = earliest_accept_pairs(*design);
+                            if (first && *first <= pairs) {
+                                floor_pairs = pairs;
+                                capped_design = std::move(design);
+                                break;
+                            }
+                        }
+                    }
+                    if (!floor_pairs) {
+                        return ended(Verdict::inconclusive,
+                                     fmt::format("not raced: {} launches of the {} the device-run budget leaves (race share {}) "
+                                                 "are too few for the test to accept at alpha {}, and so are all {}",
+                                                 race_config.max_launches, *left, config.race_budget_share,
+                                                 capped_design->config.alpha, *left));
+                    }
+                    race_config.max_launches = 2 * *floor_pairs;
                 }
             }
         }

@@ -179,7 +179,7 @@ TEST_CASE("the device-run allowance stops every stage before it would be overrun
     }
 }
 
-TEST_CASE("a race spends at most its share of the launches left, with the test placed for the pairs it can afford, and one that cannot accept even so is not run") {
+TEST_CASE("a race spends at most its share of the launches left, with the test placed for the pairs it can afford, or else the smallest race that can accept, and is not run only where the launches left are too few for that") {
     auto race_with = [](double share, std::int64_t allowance) {
         Campaign campaign(checks_toolchain());
         CascadeConfig config = quick_config();
@@ -214,10 +214,29 @@ TEST_CASE("a race spends at most its share of the launches left, with the test p
     CHECK(capped.stages.back().device_runs > 0);
     CHECK(capped.accepted);
     CHECK_FALSE(capped.budget_exhausted);
-    // A share too small for any accept: no race launch at all, inconclusive, budget not spent.
-    const Outcome small = race_with(0.25, 30);
+    // The smallest race whose placed test can accept: the fewest pairs n with an accept by n.
+    std::size_t floor_pairs = 2;
+    while (!earliest_accept_pairs(make_sequential_design(within_pairs(quick_config().acceptance, floor_pairs))).has_value()) {
+        ++floor_pairs;
+        REQUIRE(floor_pairs <= quick_config().acceptance.max_pairs);
+    }
+    // A share too small for any accept, with launches enough left for that smallest race: the race
+    // gets it (more than its share, no more than the floor) and accepts the clear gain.
+    const Outcome floored = race_with(0.25, 30);
+    INFO("floored: " << floored.final_reason);
+    REQUIRE(floored.stages.back().stage == StageKind::race);
+    const std::int64_t before_race = floored.device_runs - floored.stages.back().device_runs;
+    const auto share = static_cast<std::int64_t>(0.25 * static_cast<double>(30 - before_race));
+    REQUIRE(share < static_cast<std::int64_t>(2 * floor_pairs));
+    CHECK(floored.stages.back().device_runs > share);
+    CHECK(floored.stages.back().device_runs <= static_cast<std::int64_t>(2 * floor_pairs));
+    CHECK(floored.accepted);
+    CHECK_FALSE(floored.budget_exhausted);
+    // Fewer launches left than that smallest race: no race launch at all, inconclusive, budget not spent.
+    const Outcome small = race_with(0.25, before_race + static_cast<std::int64_t>(2 * floor_pairs) - 1);
     INFO("small: " << small.final_reason);
     REQUIRE(small.stages.back().stage == StageKind::race);
+    CHECK(small.device_runs == before_race);
     CHECK(small.stages.back().device_runs == 0);
     CHECK(small.stages.back().verdict == Verdict::inconclusive);
     CHECK_FALSE(small.accepted);
