@@ -20,6 +20,15 @@
 // own rows. No atomics on data; the barrier (a 64-bit arrival count that only grows, release /
 // acquire) leaves the workspace ready for the next launch. Each thread loads the residual and
 // post_norm value of the output it finishes at the start, so they arrive while the weights stream.
+// Run-17 parameters (defaults: the designs measured before):
+//   ORD 1: rows interleaved over the grid (block g owns rows g, g + G, g + 2G, ...), so at every
+//     tile step the whole grid reads one contiguous window of wo (the access order of a plain
+//     grid-stride read) instead of G separate stretches.
+//   FIN 1: no grid barrier: every block writes its rows' sums (fp32) and their sum of squares, one
+//     atomic on a single counter; the last block to arrive adds the slots in block order and
+//     normalises every row (its loads issued together, one round trip); it resets the counter.
+//   EARLY 1 (LOADER 0): the first tile's loads are the first thing a thread issues (the epilogue's
+//     residual / post_norm loads after them), the block's row range in 32-bit arithmetic.
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -29,6 +38,9 @@
 #define LOADER ${LOADER}
 #define PF ${PF}
 #define SYNC ${SYNC}
+#define ORD ${ORD}
+#define FIN ${FIN}
+#define EARLY ${EARLY}
 #define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
 
 /// smem: [ring: STAGES · SROWS · K bf16 (LOADER 1)] [red: rows_max · NB · WARPS fp32] [ys: rows_max · NB fp32]
@@ -36,16 +48,28 @@ template <int NB, int XV>
 __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* __restrict__ attn, const __nv_bfloat16* __restrict__ residual,
                                                           const __nv_bfloat16* __restrict__ wo, const __nv_bfloat16* __restrict__ post_norm,
                                                           __nv_bfloat16* __restrict__ out, unsigned long long* slots, unsigned long long* bar, int N, int K,
-                                                          int rows_max) {
+                                                          int rows_max, float* ybuf) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     __shared__ float s_scale[NB];
+    __shared__ unsigned s_last;
     const int kvec = K / 8;
     uint4* ring = reinterpret_cast<uint4*>(smem);
     float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0));
     float* ys = red + size_t(rows_max) * NB * WARPS;
+#if ORD == 1
+    const int nrows = int(blockIdx.x) < N ? (N - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+    auto row_of = [&](int r) { return int(blockIdx.x) + r * int(gridDim.x); };  // the block's r-th row
+#else
+#if EARLY == 1
+    const int rbeg = int(blockIdx.x * unsigned(N) / gridDim.x), rend = int((blockIdx.x + 1) * unsigned(N) / gridDim.x);
+#else
     const int rbeg = int(long(blockIdx.x) * N / gridDim.x), rend = int(long(blockIdx.x + 1) * N / gridDim.x);
-    const int nrows = rend - rbeg, ntiles = (nrows + SROWS - 1) / SROWS;
+#endif
+    const int nrows = rend - rbeg;
+    auto row_of = [&](int r) { return rbeg + r; };
+#endif
+    const int ntiles = (nrows + SROWS - 1) / SROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
     // the epilogue's inputs for the (row, batch) item t (t < nrows * NB), loaded now: they arrive
     // while the weights stream instead of costing a memory round trip after the grid barrier
@@ -54,18 +78,20 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     auto load_pre = [&] {
         if (t < nrows * NB) {
             const int r = t / NB, b = t - r * NB;
-            pre_res = __bfloat162float(residual[size_t(b) * N + rbeg + r]);
-            pre_w = __bfloat162float(post_norm[rbeg + r]);
+            pre_res = __bfloat162float(residual[size_t(b) * N + row_of(r)]);
+            pre_w = __bfloat162float(post_norm[row_of(r)]);
         }
         if (SYNC == 1 && warp == 0) epoch = slot_next_epoch(slots + size_t(blockIdx.x) * NB);
     };
+#if EARLY == 0
     load_pre();
+#endif
     // PF > 0: the copy engine brings the block's rows from SROWS on, PF rows ahead of the tile being
     // loaded, into L2 (a block's rows are one contiguous stretch of wo), so the memory system holds
     // the block's requests from the start instead of one tile's at a time
     auto prefetch_rows = [&](int r0, int r1) {  // rows rbeg + [r0, r1), by warp 0, one row per lane
         if (PF > 0 && warp == 0)
-            for (int r = r0 + lane; r < min(r1, nrows); r += 32) prefetch_l2(wo + size_t(rbeg + r) * K, unsigned(K) * 2);
+            for (int r = r0 + lane; r < min(r1, nrows); r += 32) prefetch_l2(wo + size_t(row_of(r)) * K, unsigned(K) * 2);
     };
 
 #if LOADER == 1
@@ -77,16 +103,19 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+#if EARLY == 1
+    load_pre();
+#endif
     prefetch_rows(STAGES * SROWS, STAGES * SROWS + PF);
     if (warp == WARPS) {  // the producer warp: one lane issues the copies, tile by tile
         if (lane == 0) {
             for (int i = 0; i < ntiles; ++i) {
                 const int s = i % STAGES;
                 if (i >= STAGES) mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
-                const int r0 = rbeg + i * SROWS, nr = min(SROWS, rend - r0);
+                const int nr = min(SROWS, nrows - i * SROWS);
                 mbar_expect_tx(&full[s], unsigned(nr) * K * 2);
                 for (int r = 0; r < nr; ++r)
-                    bulk_copy(ring + (size_t(s) * SROWS + r) * kvec, wo + size_t(r0 + r) * K, unsigned(K) * 2, &full[s]);
+                    bulk_copy(ring + (size_t(s) * SROWS + r) * kvec, wo + size_t(row_of(i * SROWS + r)) * K, unsigned(K) * 2, &full[s]);
             }
         }
         __syncwarp();
@@ -98,7 +127,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         auto load_tile = [&](int i) {
 #pragma unroll
             for (int r = 0; r < SROWS; ++r) {
-                const int row = min(rbeg + i * SROWS + r, rend - 1);
+                const int row = row_of(min(i * SROWS + r, nrows - 1));
 #pragma unroll
                 for (int x = 0; x < XV; ++x) {
                     const int j = t + x * (WARPS * 32);
@@ -107,6 +136,9 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
             }
         };
         if (ntiles > 0) load_tile(0);
+#if EARLY == 1
+        load_pre();
+#endif
         prefetch_rows(SROWS, 2 * SROWS + PF);
 #endif
         uint4 xr[NB][XV];
@@ -163,6 +195,9 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
             for (int w = 0; w < WARPS; ++w) y += red[size_t(idx) * WARPS + w];
             ys[idx] = y;
             const int b = idx % NB;
+#if FIN == 1
+            ybuf[size_t(b) * N + row_of(idx / NB)] = y;
+#endif
 #pragma unroll
             for (int bb = 0; bb < NB; ++bb)
                 if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
@@ -182,6 +217,18 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
             const float tot = slots_sum<16>(slots + b, int(gridDim.x), NB, epoch);
             if (lane == 0) s_scale[b] = rsqrtf(tot / N + 1e-6f);
         }
+#elif FIN == 1
+        // the rows' sums (above) and their sum of squares published, one arrival on the counter:
+        // the block that arrives last finishes every row below, the others are done
+        float* fslots = reinterpret_cast<float*>(slots);
+        if (lane == 0)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) fslots[size_t(blockIdx.x) * NB + b] = ss[b];
+        __threadfence();
+        __syncwarp();
+        unsigned last = 0;
+        if (lane == 0) last = atomicAdd(reinterpret_cast<unsigned*>(bar), 1u) == gridDim.x - 1;
+        if (lane == 0) s_last = last;
 #else
         float* fslots = reinterpret_cast<float*>(slots);
         if (lane == 0) {
@@ -201,19 +248,69 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
 #endif
     }
     __syncthreads();
+#if FIN == 1
+    if (!s_last) return;
+    // the last block: every row. Each thread's loads of a chunk of FCH items are issued together
+    // (one round trip to L2; the residual and post_norm were read by their blocks at the start),
+    // warp 0 adds the slots in block order meanwhile
+    __threadfence();
+    constexpr int FCH = 16;
+    const int total = N * NB;
+    float* fslots = reinterpret_cast<float*>(slots);
+    for (int base = 0; base < total; base += FCH * int(blockDim.x)) {
+        float yv[FCH], rv[FCH], wv[FCH];
+#pragma unroll
+        for (int c = 0; c < FCH; ++c) {
+            const int idx = base + c * int(blockDim.x) + t;
+            if (idx < total) {
+                const int b = idx / N, i = idx - b * N;
+                yv[c] = __ldcg(ybuf + idx);
+                rv[c] = __bfloat162float(residual[idx]);
+                wv[c] = __bfloat162float(post_norm[i]);
+            }
+        }
+        if (base == 0) {
+            if (warp == 0) {
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    float tot = 0;
+                    for (int j = lane; j < int(gridDim.x); j += 32) tot += __ldcg(fslots + size_t(j) * NB + b);
+#pragma unroll
+                    for (int offset = 16; offset > 0; offset >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, offset);
+                    if (lane == 0) s_scale[b] = rsqrtf(tot / N + 1e-6f);
+                }
+                if (lane == 0) *reinterpret_cast<unsigned*>(bar) = 0;  // ready for the next launch
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int c = 0; c < FCH; ++c) {
+            const int idx = base + c * int(blockDim.x) + t;
+            if (idx < total) out[idx] = __float2bfloat16(rv[c] + yv[c] * s_scale[idx / N] * wv[c]);
+        }
+    }
+    (void)pre_res;
+    (void)pre_w;
+#else
     for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
-        const int r = idx / NB, b = idx - r * NB, i = rbeg + r;
+        const int r = idx / NB, b = idx - r * NB, i = row_of(r);
         const size_t at = size_t(b) * N + i;
         const float res = idx == t ? pre_res : __bfloat162float(residual[at]);
         const float w = idx == t ? pre_w : __bfloat162float(post_norm[i]);
         out[at] = __float2bfloat16(res + ys[idx] * s_scale[b] * w);
     }
+#endif
 }
 
 static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 static size_t slot_bytes(const NpuoptCtx* c) { return round256(size_t(c->sm_count) * BPS * npuopt_shape(c, "batch") * 8); }
 
-NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) { return slot_bytes(c) + 256; }
+static size_t ybuf_bytes(const NpuoptCtx* c) {  // FIN 1: every row's sum, fp32
+    return FIN == 1 ? round256(size_t(npuopt_shape(c, "hidden")) * npuopt_shape(c, "batch") * 4) : 0;
+}
+
+// [slots] [barrier count (FIN 1: the arrival counter)] [ybuf (FIN 1)]
+NPUOPT_EXPORT size_t npuopt_workspace_bytes(const NpuoptCtx* c) { return slot_bytes(c) + 256 + ybuf_bytes(c); }
 
 template <int NB, int XV>
 static int launch_xv(const NpuoptCtx* c) {
@@ -235,7 +332,8 @@ static int launch_xv(const NpuoptCtx* c) {
     ao_stream<NB, XV><<<grid, THREADS, smem, c->stream>>>(
         npuopt_tensor<__nv_bfloat16>(c, "attn"), npuopt_tensor<__nv_bfloat16>(c, "residual"), npuopt_tensor<__nv_bfloat16>(c, "wo"),
         npuopt_tensor<__nv_bfloat16>(c, "post_norm"), npuopt_tensor<__nv_bfloat16>(c, "out"), reinterpret_cast<unsigned long long*>(ws),
-        reinterpret_cast<unsigned long long*>(ws + slot_bytes(c)), N, K, rows_max);
+        reinterpret_cast<unsigned long long*>(ws + slot_bytes(c)), N, K, rows_max,
+        FIN == 1 ? reinterpret_cast<float*>(ws + slot_bytes(c) + 256) : nullptr);
     return 0;
 }
 

@@ -16,6 +16,16 @@
 // block applies the head's RMSNorm + RoPE, writes bf16 and resets the counter, so the workspace is
 // ready for the next launch. The norm weights and positions the epilogue needs are loaded at the
 // start, so they arrive while the weights stream.
+// QKF 1 (run 17; EPI 0, LOADER 0): every block streams its share of the q/k rows first and its
+// share of the v rows last (two contiguous stretches: q/k rows [g·QK/G, (g+1)·QK/G), v rows likewise),
+// so heads complete while the v rows still stream: after the tile with the block's last q/k row,
+// warp 0 alone publishes those rows (fp32), counts them on their heads' counters and, where it
+// completed a head, applies the head's RMSNorm + RoPE by itself (warp shuffles, no block-wide
+// step) while the other warps go on streaming; 1/rms(x) is reduced before the loop.
+// QKF 2: the same order, but the publishing and the head epilogue are an extra warp's (it loads no
+// weights): the consumer warps arrive on a named barrier after the tile with the block's last q/k
+// row and stream on, never stopping; the extra warp waits there, publishes, counts and finishes
+// the heads it completed. (QKF 1's warp 0 fenced with its next tile's loads in flight: run 17.)
 #include "npuopt_cuda.h"
 
 #include <cooperative_groups.h>
@@ -29,7 +39,15 @@
 #define EPI ${EPI}
 #define CL ${CL}
 #define PF ${PF}
-#define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
+#define QKF ${QKF}
+#if QKF != 0 && (EPI != 0 || LOADER != 0)
+#error "QKF 1 and 2 need EPI 0 and LOADER 0"
+#endif
+// named barrier 1 (QKF 2): the consumer warps arrive, the epilogue warp waits (shared memory
+// written before the arrival is visible to the waiting warp)
+__device__ __forceinline__ void named_arrive(int n) { asm volatile("bar.arrive 1, %0;" ::"r"(n) : "memory"); }
+__device__ __forceinline__ void named_sync(int n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }
+#define THREADS ((WARPS + (LOADER == 1 || QKF == 2 ? 1 : 0)) * 32)
 
 /// ss[b] += ys[idx]^2 over this thread's share of idx in [lo, hi) (ys: rows x NB, b = idx % NB)
 template <int NB>
@@ -80,8 +98,19 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     auto blk_beg = [&](int g) { return int(long(g) * N / gridDim.x); };
     auto phys = [&](int lrow) { return lrow; };
 #endif
+#if QKF >= 1
+    // the block's q/k rows [qb, qe), then its v rows [vb, ve); its r-th row is lrow_of(r)
+    const int qk_all = q_rows + k_rows;
+    const int qb = int(blockIdx.x * unsigned(qk_all) / gridDim.x), qe = int((blockIdx.x + 1) * unsigned(qk_all) / gridDim.x);
+    const int vb = qk_all + int(blockIdx.x * unsigned(k_rows) / gridDim.x), ve = qk_all + int((blockIdx.x + 1) * unsigned(k_rows) / gridDim.x);
+    const int nqk = qe - qb, nrows = nqk + (ve - vb), ntiles = (nrows + SROWS - 1) / SROWS;
+    const int ipub = nqk > 0 ? (nqk - 1) / SROWS : -1;  // the tile with the block's last q/k row
+    auto lrow_of = [&](int r) { return r < nqk ? qb + r : vb + (r - nqk); };
+#else
     const int rbeg = blk_beg(blockIdx.x), rend = blk_beg(blockIdx.x + 1);
     const int nrows = rend - rbeg, ntiles = (nrows + SROWS - 1) / SROWS;
+    auto lrow_of = [&](int r) { return rbeg + r; };
+#endif
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = threadIdx.x;
     auto row_ptr = [&](int lrow) {
         const int row = phys(lrow);
@@ -92,7 +121,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     // (warp 0, one row per lane), so the memory system holds more of the block's requests early
     auto prefetch_rows = [&](int r0, int r1) {
         if (PF > 0 && warp == 0)
-            for (int r = r0 + lane; r < min(r1, nrows); r += 32) prefetch_l2(row_ptr(rbeg + r), unsigned(H) * 2);
+            for (int r = r0 + lane; r < min(r1, nrows); r += 32) prefetch_l2(row_ptr(lrow_of(r)), unsigned(H) * 2);
     };
 #if LOADER == 1
     if (threadIdx.x == 0) {
@@ -105,9 +134,9 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     __syncthreads();
     auto issue = [&](int i) {  // tile i into buffer i % STAGES (one copy per row: wq, wk, wv are separate tensors)
         const int s = i % STAGES;
-        const int r0 = rbeg + i * SROWS, nr = min(SROWS, rend - r0);
+        const int nr = min(SROWS, nrows - i * SROWS);
         mbar_expect_tx(&full[s], unsigned(nr) * H * 2);
-        for (int r = 0; r < nr; ++r) bulk_copy(ring + (size_t(s) * SROWS + r) * kvec, row_ptr(r0 + r), unsigned(H) * 2, &full[s]);
+        for (int r = 0; r < nr; ++r) bulk_copy(ring + (size_t(s) * SROWS + r) * kvec, row_ptr(lrow_of(i * SROWS + r)), unsigned(H) * 2, &full[s]);
     };
     if (warp == WARPS && lane == 0)
         for (int i = 0; i < min(STAGES, ntiles); ++i) issue(i);
@@ -117,7 +146,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     auto load_tile = [&](int i) {
 #pragma unroll
         for (int r = 0; r < SROWS; ++r) {
-            const uint4* p = reinterpret_cast<const uint4*>(row_ptr(min(rbeg + i * SROWS + r, rend - 1)));
+            const uint4* p = reinterpret_cast<const uint4*>(row_ptr(lrow_of(min(i * SROWS + r, nrows - 1))));
 #pragma unroll
             for (int xi = 0; xi < XV; ++xi) {
                 const int j = t + xi * (WARPS * 32);
@@ -125,7 +154,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
             }
         }
     };
-    if (ntiles > 0) load_tile(0);
+    if (ntiles > 0 && (QKF != 2 || warp < WARPS)) load_tile(0);  // QKF 2: the epilogue warp loads no weights
     prefetch_rows(SROWS, 2 * SROWS + PF);
 #endif
     // the fused norm: each consumer thread adds the squares of its own vectors of x (together they
@@ -160,6 +189,78 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
     int pre_pos[NB];
 #pragma unroll
     for (int b = 0; b < NB; ++b) pre_pos[b] = pos[b];
+#if QKF >= 1
+    // warp 0's head epilogue reads q_norm / k_norm: their lines into L2 now (128 bytes a thread)
+    if (t < (D + 63) / 64) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(q_norm + t * 64));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(k_norm + t * 64));
+    }
+    // warp 0 publishes the block's q/k rows and finishes the heads it completes (see the top)
+    auto head_epilogue = [&](int h) {  // warp 0 alone; the head's D sums of every batch row staged in ys
+        const bool isq = h < QH;
+        const __nv_bfloat16* nw = isq ? q_norm : k_norm;
+        __nv_bfloat16* dst_base = isq ? q + size_t(h) * D : k + size_t(h - QH) * D;
+        const int dst_stride = isq ? QH * D : KH * D;
+        float ss[NB] = {};
+#pragma unroll 8
+        for (int idx = lane; idx < NB * D; idx += 32) {
+            const int b = idx / D, i = idx - b * D;
+            const float y = __ldcg(acc_buf + size_t(b) * N + size_t(h) * D + i);
+            ys[idx] = y;
+#pragma unroll
+            for (int bb = 0; bb < NB; ++bb)
+                if (bb == b) ss[bb] = fmaf(y, y, ss[bb]);
+        }
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) ss[b] += __shfl_xor_sync(0xffffffffu, ss[b], offset);
+            ss[b] = rsqrtf(ss[b] / D + 1e-6f);
+        }
+        __syncwarp();
+        for (int i = lane; i < D / 2; i += 32) {
+            const float wa = __bfloat162float(nw[i]), wb = __bfloat162float(nw[i + D / 2]);
+            const float freq = exp2f(-(2.0f * i / D) * 13.287712379549449f);  // log2(10000)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const float a = ys[b * D + i] * ss[b] * wa;
+                const float c2 = ys[b * D + i + D / 2] * ss[b] * wb;
+                float sn, co;
+                sincosf(float(pre_pos[b]) * freq, &sn, &co);
+                __nv_bfloat16* dst = dst_base + size_t(b) * dst_stride;
+                dst[i] = __float2bfloat16(a * co - c2 * sn);
+                dst[i + D / 2] = __float2bfloat16(a * sn + c2 * co);
+            }
+        }
+        if (lane == 0) head_count[h] = 0;  // ready for the next launch
+        __syncwarp();                      // ys is reused by the next head
+    };
+    auto publish = [&]() {  // warp 0, once every warp's sums of the block's q/k rows are in red
+        for (int idx = lane; idx < nqk * NB; idx += 32) {
+            float y = 0;
+#pragma unroll 4
+            for (int w = 0; w < WARPS; ++w) y += red[size_t(idx) * WARPS + w];
+            const int r = idx / NB, b = idx - r * NB;
+            float scale = 0;
+#pragma unroll
+            for (int bb = 0; bb < NB; ++bb)
+                if (bb == b) scale = rs[bb];
+            acc_buf[size_t(b) * N + qb + r] = y * scale;
+        }
+        __threadfence();
+        __syncwarp();
+        // lane j counts the block's rows of head h0 + j; a lane that completes its head says so
+        const int h0 = qb / D, h = h0 + lane;
+        bool completed = false;
+        if (h <= (qe - 1) / D) {
+            const int lo = max(qb, h * D), hi = min(qe, (h + 1) * D);
+            completed = atomicAdd(head_count + h, unsigned(hi - lo)) + unsigned(hi - lo) == unsigned(D);
+        }
+        unsigned done = __ballot_sync(0xffffffffu, completed);
+        if (done) __threadfence();
+        for (; done; done &= done - 1) head_epilogue(h0 + __ffs(done) - 1);
+    };
+#endif
 #if LOADER == 1
     if (warp == WARPS) {  // the producer warp: one lane issues the remaining copies as buffers free up
         if (lane == 0)
@@ -174,7 +275,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
         uint4 xr[NB][XV];  // x * attn_norm (bf16) for this thread's vectors
 #pragma unroll
         for (int xi = 0; xi < XV; ++xi) {
-            const int j = t + xi * (WARPS * 32);
+            const int j = QKF == 2 && warp >= WARPS ? kvec : t + xi * (WARPS * 32);  // QKF 2: not the epilogue warp
             float nw[8];
             unpack8(j < kvec ? __ldg(reinterpret_cast<const uint4*>(attn_norm) + j) : make_uint4(0, 0, 0, 0), nw);
 #pragma unroll
@@ -189,6 +290,19 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
                 xr[b][xi] = *reinterpret_cast<uint4*>(o);
             }
         }
+#if QKF >= 1
+        block_sums<NB>(rs);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) rs[b] = rsqrtf(rs[b] / H + 1e-6f);
+#endif
+#if QKF == 2
+        if (warp == WARPS) {  // the epilogue warp
+            if (ipub >= 0 && ipub < ntiles) {  // (ntiles: the consumers arrive only in the tile loop)
+                named_sync(THREADS);
+                publish();
+            }
+        } else
+#endif
         for (int i = 0; i < ntiles; ++i) {
             float acc[SROWS][NB] = {};
             const int nr = min(SROWS, nrows - i * SROWS);
@@ -221,17 +335,33 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
                     if (r < nr)
 #pragma unroll
                         for (int b = 0; b < NB; ++b) red[(size_t(i * SROWS + r) * NB + b) * WARPS + warp] = acc[r][b];
+#if QKF >= 1
+#if QKF == 1
+            if (i == ipub) {
+                __syncthreads();  // every warp's sums of the q/k rows are in red
+                if (warp == 0) publish();
+            }
+#elif QKF == 2
+            if (i == ipub) named_arrive(THREADS);  // the q/k rows' sums are in red: on to the next tile
+#endif
+#endif
         }
     }
+#if QKF >= 1
+    __syncthreads();  // publish red (rs was reduced before the loop)
+    // the block's v rows (its q/k rows were published mid-stream)
+    for (int idx = nqk * NB + int(threadIdx.x); idx < nrows * NB; idx += blockDim.x) {
+#else
     block_sums<NB>(rs);  // its __syncthreads also publish red
 #pragma unroll
     for (int b = 0; b < NB; ++b) rs[b] = rsqrtf(rs[b] / H + 1e-6f);
     // the block's rows: warps' sums added in a fixed order, scaled by 1/rms(x); v rows are final
     for (int idx = threadIdx.x; idx < nrows * NB; idx += blockDim.x) {
+#endif
         float y = 0;
 #pragma unroll 4
         for (int w = 0; w < WARPS; ++w) y += red[size_t(idx) * WARPS + w];
-        const int r = idx / NB, b = idx - r * NB, row = rbeg + r;
+        const int r = idx / NB, b = idx - r * NB, row = lrow_of(r);
         float scale = 0;
 #pragma unroll
         for (int bb = 0; bb < NB; ++bb)
@@ -358,7 +488,7 @@ __global__ void __launch_bounds__(THREADS, BPS) qkv_stream(const __nv_bfloat16* 
         }
         cluster_wait();
     }
-#else
+#elif QKF == 0
     __threadfence();
     __syncthreads();
     // per-head counters of the q and k heads this block touched: who completes a head finishes it
@@ -430,7 +560,9 @@ static int launch_xv(const NpuoptCtx* c) {
               D = int(npuopt_shape(c, "head_dim"));
     const int N = (QH + 2 * KH) * D, grid = EPI == 2 ? N / (D / CL) : c->sm_count * BPS;
     // EPI 1: blocks start on even rows (whole pairs), every block holds a pair, a block spans <= 2 heads
-    const int rows_max = EPI == 1 ? 2 * ((N / 2 + grid - 1) / grid) : (N + grid - 1) / grid;
+    // QKF 1: a block's q/k rows and its v rows are two shares: up to one row more than N / grid
+    const int rows_max = EPI == 1 ? 2 * ((N / 2 + grid - 1) / grid)
+                         : QKF >= 1 ? ((QH + KH) * D + grid - 1) / grid + (KH * D + grid - 1) / grid : (N + grid - 1) / grid;
     if (EPI == 2 && (D % CL != 0 || (D / CL) % 2 != 0)) return 2;
     if (D % 2 != 0 || rows_max / D + 2 > 8) return 2;
     if (EPI == 1 && (N / 2 < grid || rows_max > D)) return 2;

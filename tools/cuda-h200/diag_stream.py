@@ -19,7 +19,9 @@ CUTS = {  # name -> (template, [(old, new)]) applied to the instantiated source
     "noloop": [("ntiles = (nrows + SROWS - 1) / SROWS", "ntiles = 0")],
     "nobar": [("    grid_arrive_wait(bar);\n", "\n")],
     "nohead": [("s_done[h - h0] = atomicAdd(head_count + h, unsigned(hi - lo)) + unsigned(hi - lo) == unsigned(D);", "s_done[h - h0] = 0;"),
-               ("} while (now < target);", "} while (false);")],  # EPI 0: no head epilogue; EPI 1: no wait for the head's blocks
+               ("} while (now < target);", "} while (false);"),  # EPI 0: no head epilogue; EPI 1: no wait for the head's blocks
+               ("if (warp == 0) publish();", "{}"),  # QKF 1: no mid-stream publish, no head epilogue
+               ("named_sync(THREADS);\n                publish();", "named_sync(THREADS);")],  # QKF 2: the same
 }
 
 
