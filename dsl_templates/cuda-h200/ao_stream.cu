@@ -43,6 +43,20 @@
 #define EARLY ${EARLY}
 #define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
 
+/// One warp: every block's published sum of squares (fslots[block · NB + b]) added up per batch
+/// row b, and the norm's scale 1 / rms into s_scale[b] (lane 0 writes).
+template <int NB>
+__device__ __forceinline__ void slot_scales(const float* fslots, int n, int lane, float* s_scale) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        float tot = 0;
+        for (int j = lane; j < int(gridDim.x); j += 32) tot += __ldcg(fslots + size_t(j) * NB + b);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, offset);
+        if (lane == 0) s_scale[b] = rsqrtf(tot / n + 1e-6f);
+    }
+}
+
 /// smem: [ring: STAGES · SROWS · K bf16 (LOADER 1)] [red: rows_max · NB · WARPS fp32] [ys: rows_max · NB fp32]
 template <int NB, int XV>
 __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* __restrict__ attn, const __nv_bfloat16* __restrict__ residual,
@@ -237,14 +251,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
             grid_arrive_wait(bar);
         }
         __syncwarp();
-#pragma unroll
-        for (int b = 0; b < NB; ++b) {
-            float tot = 0;
-            for (int j = lane; j < int(gridDim.x); j += 32) tot += __ldcg(fslots + size_t(j) * NB + b);
-#pragma unroll
-            for (int offset = 16; offset > 0; offset >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, offset);
-            if (lane == 0) s_scale[b] = rsqrtf(tot / N + 1e-6f);
-        }
+        slot_scales<NB>(fslots, N, lane, s_scale);
 #endif
     }
     __syncthreads();
@@ -271,14 +278,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         }
         if (base == 0) {
             if (warp == 0) {
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    float tot = 0;
-                    for (int j = lane; j < int(gridDim.x); j += 32) tot += __ldcg(fslots + size_t(j) * NB + b);
-#pragma unroll
-                    for (int offset = 16; offset > 0; offset >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, offset);
-                    if (lane == 0) s_scale[b] = rsqrtf(tot / N + 1e-6f);
-                }
+                slot_scales<NB>(fslots, N, lane, s_scale);
                 if (lane == 0) *reinterpret_cast<unsigned*>(bar) = 0;  // ready for the next launch
             }
             __syncthreads();
