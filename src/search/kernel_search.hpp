@@ -93,6 +93,9 @@ public:
 
 private:
     void count_family(const std::string& family, bool measured);
+    /// The champion's family at its declared defaults, once every parametrised family has a
+    /// measurement, where the champion departs from them and they were never proposed.
+    std::optional<Proposal> defaults_check(const SearchContext& context) const;
 
     std::string m_kernel;
     std::vector<std::unique_ptr<Role>> m_roles;

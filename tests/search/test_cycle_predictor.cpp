@@ -158,3 +158,87 @@ TEST_CASE("cycle predictor: the kernel search hands its predictor to the roles a
     search.notify(feedback);
     CHECK(predictor->observed.size() == 1);
 }
+
+TEST_CASE("cycle predictor: once every family is measured, the champion's family is measured once at its defaults") {
+    ScratchDir dir("defaults-check");
+    test::write_toy_templates(dir.path);
+    const auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel,
+                                        "toy-target");
+    auto stream = search::Template::load(config::load_template_config(dir.path / "toy_stream.template.yaml"), kernel,
+                                         "toy-target");
+    search::KernelSearch search("toy", search::make_heuristic_roles(), std::make_unique<FakePredictor>());
+    // the champion: family tiles at the fake's best point (ENGINES 4, PACKET 1024, ROWS 16), not
+    // at its defaults (ENGINES 1, PACKET 256, ROWS 8)
+    search::Assignment entry = tiles->default_assignment();
+    entry["ENGINES"] = 4.0;
+    entry["PACKET"] = 1024.0;
+    entry["ROWS"] = 16.0;
+    const search::Design champion = tiles->instantiate(entry);
+    const search::Design defaults = tiles->instantiate(tiles->default_assignment());
+    search::ProposalRequest request;
+    request.templates = {tiles, stream};
+    request.champion = champion;
+    request.champion_cycles = 1500.0;
+    request.age = 0.1;
+    request.seed = 11;
+    request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(3 + attempt); };
+    auto measured = [&](const search::Design& design, const std::string& role, double cycles) {
+        search::StepFeedback feedback;
+        feedback.kernel = "toy";
+        feedback.proposal.design = design;
+        feedback.proposal.role = role;
+        feedback.verdict = eval::StepVerdict::rejected;
+        feedback.cycles = cycles;
+        feedback.champion_cycles_before = 1500.0;
+        feedback.device_secs = 1.0;
+        search.notify(feedback);
+    };
+    measured(champion, "architect", 1500.0);
+    // family stream has no measurement yet: no defaults check (the other families are entered first)
+    for (int step = 0; step < 4; ++step) {
+        request.seed = static_cast<std::uint64_t>(20 + step);
+        auto next = search.next_proposal(request);
+        REQUIRE(next.has_value());
+        INFO(next->reason);
+        CHECK(next->design.content_hash != defaults.content_hash);
+        CHECK(next->reason.find("defaults are measured once") == std::string::npos);
+        measured(next->design, next->role, 9000.0);
+        if (next->design.family == "stream") break;
+    }
+    // every family measured: the defaults of the champion's family come next, whatever the scheduler
+    request.seed = 40;
+    auto check = search.next_proposal(request);
+    REQUIRE(check.has_value());
+    INFO(check->reason);
+    CHECK(check->design.content_hash == defaults.content_hash);
+    CHECK(check->role == "architect");
+    CHECK(check->reason.find("ENGINES 4 (defaults 1)") != std::string::npos);
+    CHECK(check->reason.find("ROWS 16 (defaults 8)") != std::string::npos);
+    CHECK(check->reason.find("BUFFERS") == std::string::npos);  // the champion keeps its default
+    REQUIRE(check->predicted_cycles.has_value());
+    // measured once: never proposed again
+    measured(check->design, "architect", 1600.0);
+    for (int step = 0; step < 3; ++step) {
+        request.seed = static_cast<std::uint64_t>(50 + step);
+        auto next = search.next_proposal(request);
+        if (!next) break;
+        CHECK(next->design.content_hash != defaults.content_hash);
+        measured(next->design, next->role, 1700.0);
+    }
+    // a champion at its family's defaults has nothing to check
+    request.champion = defaults;
+    search::KernelSearch fresh("toy", search::make_heuristic_roles(), std::make_unique<FakePredictor>());
+    fresh.mark_known(defaults.content_hash);
+    for (const auto& design : {champion, stream->instantiate(stream->default_assignment())}) {
+        search::StepFeedback feedback;
+        feedback.kernel = "toy";
+        feedback.proposal.design = design;
+        feedback.proposal.role = "architect";
+        feedback.verdict = eval::StepVerdict::rejected;
+        feedback.cycles = 2000.0;
+        fresh.notify(feedback);
+    }
+    auto next = fresh.next_proposal(request);
+    if (next) CHECK(next->reason.find("defaults are measured once") == std::string::npos);
+}
