@@ -128,6 +128,7 @@ PreparedStep CampaignDriver::Impl::prepare_step(KernelRuntime& kernel, const sea
     if (kernel.champion) step.parent = kernel.champion_design_id;
     step.design_id = records.record_design(proposal.design, step.parent);
     step.candidate = records.candidate_of(proposal.design, step.design_id, proposal.predicted_cycles);
+    step.candidate.clear_win_only = proposal.clear_win_only;
     // A port re-verifies and re-measures a design already accepted under the old toolchain:
     // checked without an opponent, and kept when clearly below the re-measured baseline
     // (else raced as any other design).

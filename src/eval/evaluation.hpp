@@ -28,6 +28,7 @@ struct Candidate {
     std::map<std::string, double> quantities; ///< declared by the template for this assignment
     std::map<std::string, double> features;   ///< design features (runtime rules key on them)
     std::optional<double> predicted_cycles;   ///< the search's cost-model prediction, if any
+    bool clear_win_only = false;              ///< accepted only on the screen's clear win, never raced
 };
 
 /// The kernel being optimised: its spec, shape and the bytes it must move at least.

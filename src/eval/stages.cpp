@@ -593,6 +593,14 @@ public:
         Outcome& outcome = context.outcome;
         const Candidate& candidate = context.candidate;
         const Champion& champion = *context.champion;
+        if (candidate.clear_win_only) {
+            // A check (the champion's family at its defaults, say), not a bet: it passed the screen
+            // without the clear win that is its only way in, and a near tie is not worth a race.
+            return ended(Verdict::reject,
+                         fmt::format("not raced: a check taken only on the screen's clear win (slowest launch under "
+                                     "{:.2f}x the champion's median), and the screen showed none",
+                                     config.clear_win_ratio));
+        }
         RaceConfig race_config;
         std::shared_ptr<const SequentialDesign> capped_design;  ///< null: the configured test
         race_config.seed = SeedStream(config.seed, candidate.content_hash, "race").next();

@@ -177,11 +177,12 @@ std::optional<Proposal> KernelSearch::defaults_check(const SearchContext& contex
     proposal.design = tmpl->instantiate(defaults);
     if (is_known(proposal.design.content_hash)) return std::nullopt;
     proposal.role = "architect";
+    proposal.clear_win_only = true;  // a near tie says the departures cost nothing: no race
     proposal.move = scored->move;
     proposal.predicted_cycles = scored->predicted;
     proposal.reason = fmt::format(
         "the champion departs from family {}'s defaults where the model chose: {}; the defaults are measured "
-        "once (predicted {} cycles) to check those departures",
+        "once (predicted {} cycles) to check those departures, taken only on a clear win",
         tmpl->family(), fmt::join(departures, ", "),
         scored->predicted ? fmt::format("{:.0f}", *scored->predicted) : std::string("?"));
     return proposal;

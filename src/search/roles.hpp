@@ -69,6 +69,9 @@ struct Proposal {
     std::optional<double> predicted_cycles;
     std::optional<LlmProvenance> llm;   ///< set when an LLM wrote the design
     bool reopened = false;  ///< the analyst re-tunes a cost term a toolchain update moved
+    /// A check, not a bet (the defaults check): taken on the screen's clear win, never raced, so
+    /// that a near tie with the champion costs the screen's launches and no race.
+    bool clear_win_only = false;
 };
 
 /// How a step ended, as the search learns from it (the driver builds it after the judge).

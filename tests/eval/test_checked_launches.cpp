@@ -358,3 +358,29 @@ TEST_CASE("target.yaml run_check.fraction is read, defaults to every launch and 
     }
     CHECK(message.find("run_check.fraction") != std::string::npos);
 }
+
+TEST_CASE("a check proposal is taken on the screen's clear win and never raced") {
+    auto evaluate = [](double cycles) {
+        Campaign campaign(checks_toolchain());
+        CascadeConfig config = quick_config();
+        Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+        cascade.set_device_run_allowance(200);
+        const Champion champion{campaign.design("honest", 10000), 10000};
+        Candidate candidate = campaign.design("honest", cycles);
+        candidate.clear_win_only = true;
+        return cascade.evaluate(candidate, champion, campaign.kernel());
+    };
+    // 0.95x the champion: through the screen, no clear win, and no race launch at all
+    const Outcome near = evaluate(9500);
+    INFO("near tie: " << near.final_reason);
+    REQUIRE(near.stages.back().stage == StageKind::race);
+    CHECK(near.stages.back().device_runs == 0);
+    CHECK(near.stages.back().verdict == Verdict::reject);
+    CHECK_FALSE(near.accepted);
+    CHECK(near.final_reason.find("not raced: a check") != std::string::npos);
+    // 0.5x: the screen's clear win takes it without a race
+    const Outcome clear = evaluate(5000);
+    INFO("clear win: " << clear.final_reason);
+    CHECK(clear.accepted);
+    CHECK(clear.stages.back().stage == StageKind::screen);
+}

@@ -213,6 +213,7 @@ TEST_CASE("cycle predictor: once every family is measured, the champion's family
     INFO(check->reason);
     CHECK(check->design.content_hash == defaults.content_hash);
     CHECK(check->role == "architect");
+    CHECK(check->clear_win_only);  // a near tie with the champion is not raced
     CHECK(check->reason.find("ENGINES 4 (defaults 1)") != std::string::npos);
     CHECK(check->reason.find("ROWS 16 (defaults 8)") != std::string::npos);
     CHECK(check->reason.find("BUFFERS") == std::string::npos);  // the champion keeps its default
