@@ -181,8 +181,8 @@ std::optional<Proposal> KernelSearch::defaults_check(const SearchContext& contex
     proposal.move = scored->move;
     proposal.predicted_cycles = scored->predicted;
     proposal.reason = fmt::format(
-        "the champion departs from family {}'s defaults where the model chose: {}; the defaults are measured "
-        "once (predicted {} cycles) to check those departures, taken only on a clear win",
+        "the champion departs from family {}'s defaults (the model's entry point, the moves since): {}; "
+        "the defaults are measured once (predicted {} cycles) to check those departures, taken only on a clear win",
         tmpl->family(), fmt::join(departures, ", "),
         scored->predicted ? fmt::format("{:.0f}", *scored->predicted) : std::string("?"));
     return proposal;
