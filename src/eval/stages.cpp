@@ -125,6 +125,12 @@ public:
         const double champion_predicted = *champion_estimate.cycles;
         const double ratio = predicted / champion_predicted;
         const CascadeConfig& config = context.config;
+        if (context.candidate.clear_win_only) {
+            // a check of the model's own predictions (the defaults check) is not screened out by them
+            return ended(Verdict::pass, fmt::format("predicted {:.0f} cycles, {:.2f}x the champion's {:.0f}; a check of "
+                                                    "the predictions, not screened by them",
+                                                    predicted, ratio, champion_predicted));
+        }
         if (ratio <= config.screen_slack) {
             return ended(Verdict::pass, fmt::format("predicted {:.0f} cycles, {:.2f}x the champion's {:.0f}", predicted,
                                                     ratio, champion_predicted));

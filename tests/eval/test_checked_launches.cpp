@@ -378,6 +378,26 @@ TEST_CASE("a check proposal is taken on the screen's clear win and never raced")
     CHECK(near.stages.back().verdict == Verdict::reject);
     CHECK_FALSE(near.accepted);
     CHECK(near.final_reason.find("not raced: a check") != std::string::npos);
+    // predicted far slower than the champion: a check of the predictions is not skipped by them
+    {
+        Campaign campaign;
+        CascadeConfig config = quick_config();
+        config.exploration_allowance = 0.0;  // no draw lets a far slower prediction through
+        Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+        cascade.set_device_run_allowance(200);
+        const Champion champion{campaign.design("honest", 10000), 10000};
+        Candidate check = campaign.design("honest", 5000, 40000);
+        const Outcome unchecked = cascade.evaluate(check, champion, campaign.kernel());
+        INFO("an ordinary candidate: " << unchecked.final_reason);
+        CHECK(unchecked.stages.back().stage == StageKind::estimate);
+        CHECK(unchecked.stages.back().verdict == Verdict::skip);
+        check = campaign.design("honest", 5000, 40000);
+        check.clear_win_only = true;
+        const Outcome checked = cascade.evaluate(check, champion, campaign.kernel());
+        INFO("the check: " << checked.final_reason);
+        CHECK(checked.accepted);
+        CHECK(checked.stages.back().stage == StageKind::screen);
+    }
     // 0.5x: the screen's clear win takes it without a race
     const Outcome clear = evaluate(5000);
     INFO("clear win: " << clear.final_reason);
