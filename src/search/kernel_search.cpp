@@ -15,6 +15,18 @@ std::vector<std::string> role_names(const std::vector<std::unique_ptr<Role>>& ro
     return names;
 }
 
+/// A parametrised family of `context` has no measurement yet.
+bool family_unmeasured(const SearchContext& context, const std::string& family) {
+    auto count = context.family_designs.find(family);
+    return count == context.family_designs.end() || count->second == 0;
+}
+
+bool any_family_unmeasured(const SearchContext& context) {
+    return std::any_of(context.templates.begin(), context.templates.end(), [&](const auto& tmpl) {
+        return !tmpl->is_baseline() && !tmpl->params().empty() && family_unmeasured(context, tmpl->family());
+    });
+}
+
 }  // namespace
 
 KernelSearch::KernelSearch(std::string kernel, std::vector<std::unique_ptr<Role>> roles, CostModel cost_model)
@@ -81,18 +93,13 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
         // measurement, the architect (whose list starts with those families' entry points, the
         // fitted model's best point for this chip) is asked first. A bandit paid per gain would
         // otherwise keep the tuner on the first family that beat the baseline.
-        auto unmeasured = [&](const std::string& family) {
-            auto count = context.family_designs.find(family);
-            return count == context.family_designs.end() || count->second == 0;
-        };
-        const bool any_unmeasured = std::any_of(context.templates.begin(), context.templates.end(), [&](const auto& tmpl) {
-            return !tmpl->is_baseline() && !tmpl->params().empty() && unmeasured(tmpl->family());
-        });
         auto architect = std::find_if(m_roles.begin(), m_roles.end(),
                                       [](const auto& candidate) { return candidate->name() == "architect"; });
-        if (any_unmeasured && architect != m_roles.end()) {
+        if (any_family_unmeasured(context) && architect != m_roles.end()) {
             for (auto& proposal : (*architect)->propose(context)) {
-                if (is_known(proposal.design.content_hash) || !unmeasured(proposal.design.family)) continue;
+                if (is_known(proposal.design.content_hash) || !family_unmeasured(context, proposal.design.family)) {
+                    continue;
+                }
                 if (proposal.role.empty()) proposal.role = "architect";
                 proposal.reason = fmt::format("{} measured steps without a gain and family {} has no measurement: {}",
                                               m_steps_since_gain, proposal.design.family, proposal.reason);
@@ -152,16 +159,8 @@ std::optional<Proposal> KernelSearch::defaults_check(const SearchContext& contex
     // screen run where they are clearly slower, and a second point that separates the departures'
     // effect from the family's offset.
     if (!context.champion || context.champion->is_baseline || context.champion->from_source) return std::nullopt;
-    const Template* tmpl = nullptr;
-    for (const auto& candidate : context.templates) {
-        if (candidate->name() == context.champion->template_name) tmpl = candidate.get();
-    }
-    if (!tmpl || tmpl->params().empty()) return std::nullopt;
-    for (const auto& other : context.templates) {
-        if (other->is_baseline() || other->params().empty()) continue;
-        auto count = context.family_designs.find(other->family());
-        if (count == context.family_designs.end() || count->second == 0) return std::nullopt;
-    }
+    const Template* tmpl = find_template(context, context.champion->template_name);
+    if (!tmpl || tmpl->params().empty() || any_family_unmeasured(context)) return std::nullopt;
     const Assignment defaults = tmpl->default_assignment();
     std::vector<std::string> departures;
     for (const auto& [name, value] : defaults) {

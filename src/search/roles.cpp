@@ -10,14 +10,14 @@
 
 namespace npuopt::search {
 
-namespace {
-
 const Template* find_template(const SearchContext& context, const std::string& name) {
     for (const auto& tmpl : context.templates) {
         if (tmpl->name() == name) return tmpl.get();
     }
     return nullptr;
 }
+
+namespace {
 
 std::map<std::string, double> merged_quantities(const Template& tmpl, const Assignment& assignment) {
     auto quantities = tmpl.evaluate_quantities(assignment);

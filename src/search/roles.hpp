@@ -145,6 +145,9 @@ struct ScoredAssignment {
     std::string move;
 };
 
+/// The template of `context` named `name`, or null.
+const Template* find_template(const SearchContext& context, const std::string& name);
+
 /// Score `assignment` of `tmpl`: nullopt when it breaks the domain, a constraint or a known rule.
 std::optional<ScoredAssignment> score_assignment(const SearchContext& context, const Template& tmpl,
                                                  const Assignment& assignment, std::string move);

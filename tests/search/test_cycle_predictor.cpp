@@ -55,6 +55,12 @@ config::KernelSpec toy_kernel(const std::filesystem::path& dir) {
     return kernel;
 }
 
+/// The toy template NAME (test::write_toy_templates wrote it into `dir`) for the toy kernel.
+auto toy_template(const std::filesystem::path& dir, const std::string& name) {
+    return search::Template::load(config::load_template_config(dir / (name + ".template.yaml")), toy_kernel(dir),
+                                  "toy-target");
+}
+
 /// A role that remembers which cost model it was handed.
 class PeekingRole final : public search::Role {
 public:
@@ -79,11 +85,8 @@ private:
 TEST_CASE("cycle predictor: the architect enters a family at a fake predictor's best point") {
     ScratchDir dir("predictor");
     test::write_toy_templates(dir.path);
-    const auto kernel = toy_kernel(dir.path);
-    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel,
-                                        "toy-target");
-    auto stream = search::Template::load(config::load_template_config(dir.path / "toy_stream.template.yaml"), kernel,
-                                         "toy-target");
+    auto tiles = toy_template(dir.path, "toy_tiles");
+    auto stream = toy_template(dir.path, "toy_stream");
     FakePredictor predictor;
     search::SearchContext context;
     context.kernel = "toy";
@@ -162,11 +165,8 @@ TEST_CASE("cycle predictor: the kernel search hands its predictor to the roles a
 TEST_CASE("cycle predictor: once every family is measured, the champion's family is measured once at its defaults") {
     ScratchDir dir("defaults-check");
     test::write_toy_templates(dir.path);
-    const auto kernel = toy_kernel(dir.path);
-    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel,
-                                        "toy-target");
-    auto stream = search::Template::load(config::load_template_config(dir.path / "toy_stream.template.yaml"), kernel,
-                                         "toy-target");
+    auto tiles = toy_template(dir.path, "toy_tiles");
+    auto stream = toy_template(dir.path, "toy_stream");
     search::KernelSearch search("toy", search::make_heuristic_roles(), std::make_unique<FakePredictor>());
     // the champion: family tiles at the fake's best point (ENGINES 4, PACKET 1024, ROWS 16), not
     // at its defaults (ENGINES 1, PACKET 256, ROWS 8)
@@ -183,7 +183,7 @@ TEST_CASE("cycle predictor: once every family is measured, the champion's family
     request.age = 0.1;
     request.seed = 11;
     request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(3 + attempt); };
-    auto measured = [&](const search::Design& design, const std::string& role, double cycles) {
+    auto told = [](search::KernelSearch& into, const search::Design& design, const std::string& role, double cycles) {
         search::StepFeedback feedback;
         feedback.kernel = "toy";
         feedback.proposal.design = design;
@@ -192,7 +192,10 @@ TEST_CASE("cycle predictor: once every family is measured, the champion's family
         feedback.cycles = cycles;
         feedback.champion_cycles_before = 1500.0;
         feedback.device_secs = 1.0;
-        search.notify(feedback);
+        into.notify(feedback);
+    };
+    auto measured = [&](const search::Design& design, const std::string& role, double cycles) {
+        told(search, design, role, cycles);
     };
     measured(champion, "architect", 1500.0);
     // family stream has no measurement yet: no defaults check (the other families are entered first)
@@ -232,13 +235,7 @@ TEST_CASE("cycle predictor: once every family is measured, the champion's family
     search::KernelSearch fresh("toy", search::make_heuristic_roles(), std::make_unique<FakePredictor>());
     fresh.mark_known(defaults.content_hash);
     for (const auto& design : {champion, stream->instantiate(stream->default_assignment())}) {
-        search::StepFeedback feedback;
-        feedback.kernel = "toy";
-        feedback.proposal.design = design;
-        feedback.proposal.role = "architect";
-        feedback.verdict = eval::StepVerdict::rejected;
-        feedback.cycles = 2000.0;
-        fresh.notify(feedback);
+        told(fresh, design, "architect", 2000.0);
     }
     auto next = fresh.next_proposal(request);
     if (next) CHECK(next->reason.find("defaults are measured once") == std::string::npos);
