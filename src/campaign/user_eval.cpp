@@ -244,6 +244,7 @@ UserEvalResult evaluate_user_kernel(Workspace& workspace, const UserEvalOptions&
     config.quick_reject_ratio = 0.0;
     config.second_look_ratio = 0.0;
     config.clear_win_ratio = 0.0;  // a user's kernel is always raced: the interval is the report
+    config.race_min_accept_probability = 0.0;
     eval::Cascade cascade(*workspace.toolchain, *workspace.store, &rules, model ? &*model : nullptr, config);
 
     std::vector<std::uint64_t> seeds;

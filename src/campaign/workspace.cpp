@@ -228,6 +228,7 @@ eval::CascadeConfig cascade_config(const Workspace& workspace) {
     config.acceptance.max_pairs = static_cast<std::size_t>(workspace.campaign.acceptance.max_runs_per_race);
     config.check_fraction = workspace.target.run_check_fraction;
     config.clear_win_ratio = workspace.campaign.acceptance.clear_win_ratio;
+    config.race_min_accept_probability = workspace.campaign.acceptance.race_min_chance;
     return config;
 }
 

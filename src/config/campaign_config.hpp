@@ -40,6 +40,9 @@ struct AcceptanceConfig {
     double strict_after = 0.75;          ///< share of the budget after which the strict preset applies (1: never)
     double clear_win_ratio = 0.90;       ///< accept without a race when the slowest correctness launch is
                                          ///< under this share of the champion's median (0: always race)
+    double race_min_chance = 0.3;        ///< race a candidate past the screen only when the race it can afford
+                                         ///< would accept with this chance at its screened gain and the launch
+                                         ///< noise measured so far (0: always race)
 };
 
 /// How a reply is asked to carry its payload.

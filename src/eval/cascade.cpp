@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "eval/judge.hpp"
@@ -45,6 +46,7 @@ CascadeConfig CascadeConfig::strict(CascadeConfig base) {
     base.correctness_seeds = std::max(base.correctness_seeds, 3);
     base.screen_runs = std::max(base.screen_runs, 2);
     base.screen_max_ratio = std::max(base.screen_max_ratio, 0.995);
+    base.second_look_ratio = base.second_look_ratio > 0.0 ? std::max(base.second_look_ratio, base.screen_max_ratio) : 0.0;
     return base;
 }
 
@@ -201,6 +203,7 @@ StageContext Cascade::context_for(const Candidate& candidate, const std::optiona
         m_source_rules,
         [this] { return out_of_time(); },
         [this](std::size_t max_pairs) { return sequential_design_within(max_pairs); },
+        m_launch_residuals,
     };
 }
 
@@ -239,8 +242,25 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
         outcome.final_reason = fmt::format("{}: {}: {}", stage_name(record.stage), verdict_name(record.verdict), record.reason);
         if (!result.go_on) break;
     }
+    pool_launch_noise(context.checked_cycles);
     finish_recording();
     return outcome;
+}
+
+void Cascade::pool_launch_noise(const std::vector<double>& cycles) {
+    // Three launches at least: with two, each lies as far from their median as the other.
+    if (cycles.size() < 3) return;
+    std::vector<double> logs;
+    for (double value : cycles) {
+        if (value > 0.0) logs.push_back(std::log(value));
+    }
+    if (logs.size() < 3) return;
+    const double centre = median(logs);
+    for (double value : logs) m_launch_residuals.push_back(value - centre);
+    if (m_launch_residuals.size() > k_launch_noise_pool) {
+        m_launch_residuals.erase(m_launch_residuals.begin(),
+                                 m_launch_residuals.end() - static_cast<std::ptrdiff_t>(k_launch_noise_pool));
+    }
 }
 
 Outcome Cascade::revalidate(const Champion& champion, const Champion& predecessor, const KernelContext& kernel) {

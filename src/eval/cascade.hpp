@@ -123,6 +123,11 @@ private:
     std::map<std::size_t, std::shared_ptr<const SequentialDesign>> m_capped_designs;  ///< for m_sequential_config
     std::optional<std::optional<std::int64_t>> m_toolchain_version_id;  ///< looked up once
     std::map<std::string, double> m_estimate_cache;  ///< schedule cycles by content hash
+    /// The launch noise measured so far: each evaluated design's checked launches (three or more)
+    /// as log cycles less their median, the latest k_launch_noise_pool kept.
+    std::vector<double> m_launch_residuals;
+    static constexpr std::size_t k_launch_noise_pool = 400;
+    void pool_launch_noise(const std::vector<double>& cycles);
 };
 
 /// The hash of the benchmark configuration (kernel, shape, acceptance, checks) that tags every

@@ -66,8 +66,10 @@ struct CascadeConfig {
                                         ///< while exploring (strict(): 0.995, late refinements too)
     double quick_reject_ratio = 1.10;   ///< the first checked launch slower than ratio × the champion's
                                         ///< median rejects at once (one launch for a clear loser; 0 = off)
-    double second_look_ratio = 1.0;     ///< both of the first two checked launches slower than ratio × the
-                                        ///< champion's median reject (two launches for a near-tie loser; 0 = off)
+    double second_look_ratio = 0.98;    ///< both of the first two checked launches slower than ratio × the
+                                        ///< champion's median reject (two launches for a near-tie loser; 0 = off).
+                                        ///< At the screen's bar: a median of four under it needs both other
+                                        ///< launches under it too (strict(): raised with the screen's bar)
     double clear_win_ratio = 0.90;      ///< screen accepts without a race when the slowest of at least
                                         ///< clear_win_min_launches correct launches is under ratio × the
                                         ///< champion's median (a gain far beyond the noise; 0 = always race)
@@ -82,6 +84,10 @@ struct CascadeConfig {
                                         ///< placed test can accept where that is more and the launches
                                         ///< left allow it: a near-tie cannot eat a small campaign;
                                         ///< stopping early only makes the race inconclusive (0 = no cap)
+    double race_min_accept_probability = 0.3;  ///< a candidate past the screen is raced only when a race of
+                                        ///< the pairs it can afford would accept with at least this chance, at
+                                        ///< the screen's ratio and the launch noise measured so far (0 = always race)
+    int race_noise_min_launches = 12;   ///< launch residuals pooled before that chance is estimated at all
     std::uint64_t seed = 0;             ///< all random choices derive from it (campaign seed)
     std::optional<std::uint64_t> priming_seed;  ///< correctness: a launch before the fresh seeds, so a kernel
                                         ///< that returns the previous run's output has a correct one to return;

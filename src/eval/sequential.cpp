@@ -304,4 +304,24 @@ SequentialResult run_sequential_test(std::shared_ptr<const SequentialDesign> des
     return test.result();
 }
 
+double accept_probability(std::shared_ptr<const SequentialDesign> design, std::size_t max_pairs,
+                          std::span<const double> launch_residuals, double log_ratio, std::uint64_t seed,
+                          std::size_t paths) {
+    if (!design) throw Error(ErrorKind::internal, "accept_probability: design is null");
+    if (launch_residuals.empty() || max_pairs == 0 || paths == 0) return 0.0;
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> pick(0, launch_residuals.size() - 1);
+    std::size_t accepted = 0;
+    for (std::size_t path = 0; path < paths; ++path) {
+        SequentialTest test(design);
+        for (std::size_t pair = 0; pair < max_pairs && !test.is_final(); ++pair) {
+            const double candidate_noise = launch_residuals[pick(rng)];
+            const double champion_noise = launch_residuals[pick(rng)];
+            test.add_log_ratio(log_ratio + candidate_noise - champion_noise);
+        }
+        if (test.result().decision == Decision::accept) ++accepted;
+    }
+    return static_cast<double>(accepted) / static_cast<double>(paths);
+}
+
 }  // namespace npuopt::eval

@@ -135,4 +135,15 @@ private:
 SequentialResult run_sequential_test(std::shared_ptr<const SequentialDesign> design,
                                      std::span<const double> log_ratios);
 
+/// The chance that a race run under `design` and stopped after `max_pairs` pairs accepts, when
+/// the candidate's true log-ratio is `log_ratio` (negative: faster) and each launch's log cycles
+/// scatter as `launch_residuals` do (log cycles less their median, pooled over earlier designs'
+/// launches: outliers included as they came). Each simulated pair is
+/// log_ratio + r_candidate - r_champion, both drawn from the residuals; `paths` races run through
+/// the design's own test (its reject bound stops a path too). Deterministic in `seed`. 0 when
+/// there are no residuals or pairs.
+double accept_probability(std::shared_ptr<const SequentialDesign> design, std::size_t max_pairs,
+                          std::span<const double> launch_residuals, double log_ratio, std::uint64_t seed,
+                          std::size_t paths = 400);
+
 }  // namespace npuopt::eval

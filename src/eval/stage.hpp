@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct StageContext {
     std::function<bool()> out_of_time;  ///< the campaign's wall-time budget has run out (may_launch refuses too)
     /// The race's test placed for at most this many pairs (may be null: the full design only).
     std::function<std::shared_ptr<const SequentialDesign>(std::size_t max_pairs)> sequential_design_within;
+    /// Log cycles less their design's median, pooled over this cascade's earlier designs (the
+    /// device's launch noise as measured; empty: none yet).
+    std::span<const double> launch_residuals = {};
 
     /// Which budget stopped a launch, for reasons: "wall-time budget" or "device-run budget".
     std::string spent_budget() const { return out_of_time && out_of_time() ? "wall-time budget" : "device-run budget"; }

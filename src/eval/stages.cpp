@@ -591,6 +591,41 @@ store::MeasurementRecord race_row(std::size_t launch_idx, const Observation& obs
     return row;
 }
 
+/// Why a race is not worth its launches (nullopt: it is): the screen's gain, against the launch
+/// noise measured so far, is one the race the budget affords would seldom confirm. The chance is
+/// simulated through the race's own test (`capped`, or the configured one) for the pairs it may
+/// run (`max_launches` / 2; 0 = the test's cap), with each pair drawn as the screen's log-ratio plus
+/// the difference of two pooled launch residuals. A gain of a few percent is cheap to confirm on a
+/// quiet device and out of reach on a noisy one, so no fixed screen bar suits both.
+std::optional<std::string> undetectable_gain(const StageContext& context,
+                                             const std::shared_ptr<const SequentialDesign>& capped,
+                                             std::size_t max_launches) {
+    const CascadeConfig& config = context.config;
+    const Outcome& outcome = context.outcome;
+    if (config.race_min_accept_probability <= 0.0) return std::nullopt;
+    if (std::ssize(context.launch_residuals) < std::max(config.race_noise_min_launches, 1)) return std::nullopt;
+    if (!outcome.cycles_median || !outcome.champion_cycles_median || *outcome.cycles_median <= 0.0 ||
+        *outcome.champion_cycles_median <= 0.0 || !context.sequential_design) {
+        return std::nullopt;
+    }
+    const auto design = capped ? capped : context.sequential_design();
+    if (!design) return std::nullopt;
+    std::size_t pairs = design->config.max_pairs;
+    if (max_launches > 0) pairs = std::min(pairs, max_launches / 2);
+    const double ratio = *outcome.cycles_median / *outcome.champion_cycles_median;
+    const double chance =
+        accept_probability(design, pairs, context.launch_residuals, std::log(ratio),
+                           SeedStream(config.seed, context.candidate.content_hash, "race-power").next());
+    if (chance >= config.race_min_accept_probability) return std::nullopt;
+    std::vector<double> magnitudes;
+    for (double residual : context.launch_residuals) magnitudes.push_back(std::fabs(residual));
+    return fmt::format("not raced: at the screen's {:.3f}x the champion, with the launch noise measured so far "
+                       "({} launches, median |deviation| {:.1f}%), a race of at most {} pairs would accept with "
+                       "chance {:.2f} (limit {:.2f}): its launches are worth more to the search elsewhere",
+                       ratio, context.launch_residuals.size(), 100.0 * median(magnitudes), pairs, chance,
+                       config.race_min_accept_probability);
+}
+
 class RaceStage final : public Stage {
 public:
     StageKind kind() const override { return StageKind::race; }
@@ -664,6 +699,9 @@ public:
                     race_config.max_launches = 2 * *floor_pairs;
                 }
             }
+        }
+        if (auto hopeless = undetectable_gain(context, capped_design, race_config.max_launches)) {
+            return ended(Verdict::inconclusive, *hopeless);
         }
         if (context.out_of_time && context.out_of_time()) {
             outcome.budget_exhausted = true;

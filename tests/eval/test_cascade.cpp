@@ -187,6 +187,47 @@ TEST_CASE("a candidate that does not look faster in the screen gets no race") {
     CHECK(screened.device_runs == 4);
 }
 
+TEST_CASE("a screened gain the measured launch noise hides is not raced, a larger one is") {
+    CascadeConfig config = quick_config();
+    config.acceptance.min_pairs = 4;
+    config.acceptance.max_pairs = 6;
+    config.race_min_accept_probability = 0.95;  // the 3 % gain below comes out near 0.92, the 8 % one near 1
+    auto run = [&](CascadeConfig used, double candidate_cycles, bool pool_first) {
+        Campaign campaign;
+        Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, used);
+        if (pool_first) {
+            // three designs with no champion: four checked launches each, 12 residuals of +-2 % noise
+            for (int idx = 0; idx < 3; ++idx) cascade.evaluate(campaign.design("honest", 10000), std::nullopt, campaign.kernel());
+        }
+        return cascade.evaluate(campaign.design("honest", candidate_cycles), Champion{campaign.design("honest", 10000), 10000},
+                                campaign.kernel());
+    };
+    // 3 % faster under +-2 % noise: six pairs seldom confirm it
+    const Outcome hidden = run(config, 9700, true);
+    INFO(hidden.final_reason);
+    CHECK_FALSE(hidden.accepted);
+    REQUIRE_FALSE(hidden.stages.empty());
+    CHECK(hidden.stages.back().stage == StageKind::race);
+    CHECK(hidden.stages.back().verdict == Verdict::inconclusive);
+    CHECK(hidden.stages.back().reason.find("not raced: at the screen's") != std::string::npos);
+    CHECK(hidden.stages.back().reason.find("12 launches") != std::string::npos);
+    CHECK(hidden.device_runs == 4);  // the correctness launches only
+    // 8 % faster on the same noise: raced and accepted
+    const Outcome clear = run(config, 9200, true);
+    INFO(clear.final_reason);
+    CHECK(clear.accepted);
+    CHECK(clear.stages.back().stage == StageKind::race);
+    // before any noise is measured, and with the rule off, the small gain is raced
+    const Outcome unmeasured = run(config, 9700, false);
+    CHECK(unmeasured.device_runs > 4);
+    CascadeConfig off = config;
+    off.race_min_accept_probability = 0.0;
+    const Outcome always = run(off, 9700, true);
+    INFO(always.final_reason);
+    CHECK(always.device_runs > 4);
+    CHECK(always.stages.back().reason.find("not raced") == std::string::npos);
+}
+
 TEST_CASE("a timing below the speed-of-light bound is suspect and never accepted") {
     Campaign campaign;
     npuopt::knowledge::HardwareModel model;
@@ -348,6 +389,7 @@ TEST_CASE("identical designs do not win the race") {
     Campaign campaign;
     CascadeConfig config = quick_config();
     config.screen_max_ratio = 1.10;  // let the twin through the screen, so that the race itself decides
+    config.second_look_ratio = 0.0;
     Cascade cascade(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
     const Champion champion{campaign.design("honest", 10000), 10000};
     const Outcome outcome = cascade.evaluate(campaign.design("honest", 10000), champion, campaign.kernel());

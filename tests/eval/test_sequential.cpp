@@ -153,6 +153,37 @@ TEST_CASE("within_pairs caps the last look and still spends at most alpha") {
     CHECK_FALSE(earliest_accept_pairs(make_sequential_design(within_pairs(config, 3))).has_value());
 }
 
+TEST_CASE("accept_probability: a gain the launch noise hides is seldom confirmed, one far above it almost surely") {
+    SequentialConfig config;
+    config.calibration_paths = 4000;
+    const auto eight = std::make_shared<const SequentialDesign>(make_sequential_design(within_pairs(config, 8)));
+    auto residuals = [](double sigma) {
+        std::mt19937_64 rng(11);
+        std::normal_distribution<double> noise(0.0, sigma);
+        std::vector<double> values(200);
+        for (double& value : values) value = noise(rng);
+        return values;
+    };
+    const auto quiet = residuals(0.005);
+    const auto noisy = residuals(0.04);
+    const double gain = std::log(0.97);  // 3 % faster
+    const double quiet_chance = accept_probability(eight, 8, quiet, gain, 1);
+    const double noisy_chance = accept_probability(eight, 8, noisy, gain, 1);
+    MESSAGE("3 % gain, 8 pairs: chance ", quiet_chance, " at 0.5 % launch noise, ", noisy_chance, " at 4 %");
+    CHECK(quiet_chance > 0.9);
+    CHECK(noisy_chance < 0.4);
+    // more pairs make the same gain easier to confirm on the noisy device
+    const auto thirty = std::make_shared<const SequentialDesign>(make_sequential_design(config));
+    CHECK(accept_probability(thirty, 30, noisy, gain, 1) > noisy_chance + 0.2);
+    // no gain: accepted about as often as alpha allows (plus Monte-Carlo error)
+    CHECK(accept_probability(eight, 8, quiet, 0.0, 1) <= 0.1);
+    CHECK(accept_probability(eight, 8, noisy, 0.0, 1) <= 0.1);
+    // deterministic in the seed; nothing to draw from or no pairs: no chance
+    CHECK(accept_probability(eight, 8, noisy, gain, 1) == noisy_chance);
+    CHECK(accept_probability(eight, 8, {}, gain, 1) == 0.0);
+    CHECK(accept_probability(eight, 0, noisy, gain, 1) == 0.0);
+}
+
 TEST_CASE("the design is a pure function of the configuration") {
     SequentialConfig config;
     config.calibration_paths = 5000;
