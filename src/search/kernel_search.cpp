@@ -68,6 +68,7 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     context.age = request.age;
     context.seed = request.seed;
     context.reopened_terms = request.reopened_terms;
+    context.prediction_trust = prediction_trust();
 
     std::set<std::string> unavailable;
     if (!context.reopened_terms.empty()) {
@@ -215,6 +216,12 @@ void KernelSearch::notify(const StepFeedback& feedback) {
         m_steps_since_gain = feedback.became_champion ? 0 : m_steps_since_gain + 1;
         m_cost_model->observe(design.family, design.quantities_and_features(), *feedback.cycles, &design.params);
         m_screen.observe(feedback.proposal, *feedback.cycles);
+        const Proposal& proposal = feedback.proposal;
+        if (proposal.changed_params > 0 && proposal.model_log_gain && *proposal.model_log_gain < 0.0 &&
+            feedback.champion_cycles_before > 0.0 && *feedback.cycles > 0.0) {
+            m_gain_records[proposal.changed_params].emplace_back(
+                *proposal.model_log_gain, std::log(*feedback.cycles / feedback.champion_cycles_before));
+        }
     }
     if (feedback.scored) {
         const double token_secs = feedback.proposal.llm
@@ -224,6 +231,22 @@ void KernelSearch::notify(const StepFeedback& feedback) {
                            feedback.became_champion);
     }
     for (auto& role : m_roles) role->notify(feedback);
+}
+
+std::map<int, double> KernelSearch::prediction_trust() const {
+    std::map<int, double> trust;
+    for (const auto& [changed, records] : m_gain_records) {
+        if (records.size() < k_trust_min_moves) continue;
+        double cross = 0.0;
+        double square = 0.0;
+        for (const auto& [predicted, measured] : records) {
+            cross += predicted * measured;
+            square += predicted * predicted;
+        }
+        if (square <= 1e-12) continue;
+        trust[changed] = std::clamp(cross / square, 0.0, 1.0);
+    }
+    return trust;
 }
 
 void KernelSearch::replay(const std::string& content_hash, const std::string& family,

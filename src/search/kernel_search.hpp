@@ -90,6 +90,15 @@ public:
     /// Measured steps in a row, without a new champion, after which a parametrised family that
     /// has no measurement yet is entered before the scheduler's pick.
     static constexpr std::int64_t k_family_patience = 3;
+    /// How far the model's predicted gains have come true, by the number of parameters a move
+    /// changes: the least-squares slope through the origin of measured log(cycles / champion's)
+    /// on the model's log(predicted / champion's predicted), over this run's measured neighbour
+    /// moves the model predicted faster, clamped to [0, 1]; none for a kind with fewer than k_trust_min_moves of them or
+    /// whose predictions were all ties. A model that ranks pairs of ridge-learnt effects as 6 %
+    /// gains that measure as none is believed accordingly: its predictions are shrunk towards the
+    /// champion's and the moves it sees better rank first.
+    std::map<int, double> prediction_trust() const;
+    static constexpr std::size_t k_trust_min_moves = 6;
 
 private:
     void count_family(const std::string& family, bool measured);
@@ -108,6 +117,9 @@ private:
     std::int64_t m_designs = 0;
     std::int64_t m_steps_since_gain = 0;  ///< measured steps since the champion last changed (this run)
     double m_token_price = 0.0;
+    /// Measured neighbour moves of this run: (model's log gain, measured log gain) by how many
+    /// parameters they changed.
+    std::map<int, std::vector<std::pair<double, double>>> m_gain_records;
     ScheduleScreen m_screen;
 };
 

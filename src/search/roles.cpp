@@ -53,6 +53,8 @@ std::vector<Proposal> to_proposals(const SearchContext& context, const std::vect
         proposal.move = item.move;
         proposal.reason = reason(item);
         proposal.predicted_cycles = item.predicted;
+        proposal.changed_params = item.changed_params;
+        proposal.model_log_gain = item.model_log_gain;
         proposals.push_back(std::move(proposal));
     }
     return proposals;
@@ -418,6 +420,28 @@ std::optional<ScoredAssignment> score_assignment(const SearchContext& context, c
     if (context.rule_check && context.rule_check(scored.quantities)) return std::nullopt;
     if (context.cost_model) scored.predicted = context.cost_model->predict(tmpl.family(), scored.quantities, &assignment);
     scored.move = std::move(move);
+    if (context.champion && context.champion->template_name == tmpl.name()) {
+        for (const auto& [name, value] : assignment) {
+            auto was = context.champion->params.find(name);
+            if (was == context.champion->params.end() || was->second != value) ++scored.changed_params;
+        }
+    }
+    if (scored.predicted && scored.changed_params > 0 && context.cost_model) {
+        // The champion's prediction by the same model: the move's predicted gain is the ratio,
+        // shrunk by how far such gains have come true (prediction_trust).
+        const auto champion_predicted = context.cost_model->predict(
+            tmpl.family(), merged_quantities(tmpl, context.champion->params), &context.champion->params);
+        if (champion_predicted && *champion_predicted > 0.0 && *scored.predicted > 0.0) {
+            const double log_gain = std::log(*scored.predicted / *champion_predicted);
+            scored.model_log_gain = log_gain;
+            // Only a predicted gain is shrunk: the trust is learnt from the gains the model
+            // promised; its predicted losses are not what the search has been measuring.
+            auto trust = context.prediction_trust.find(scored.changed_params);
+            if (log_gain < 0.0 && trust != context.prediction_trust.end()) {
+                scored.predicted = *champion_predicted * std::exp(trust->second * log_gain);
+            }
+        }
+    }
     return scored;
 }
 

@@ -46,6 +46,11 @@ struct SearchContext {
     /// Cost terms whose hardware parameters moved at the last toolchain update (e.g. a cheaper
     /// tensor-unit pass): the analyst first re-tunes the parameters that move them.
     std::vector<std::string> reopened_terms;
+    /// How far the cost model's predicted gains over the champion have come true in this run,
+    /// by the number of parameters a move changes (1, 2): the slope of measured on predicted log
+    /// ratios, in [0, 1]. A neighbour's prediction is shrunk towards the champion's by it (absent:
+    /// 1, the model as it is). See KernelSearch::prediction_trust.
+    std::map<int, double> prediction_trust;
 };
 
 /// Where an LLM-written design came from: the call, the hashes of its prompt and reply, its tokens.
@@ -72,6 +77,11 @@ struct Proposal {
     /// A check, not a bet (the defaults check): taken on the screen's clear win, never raced, so
     /// that a near tie with the champion costs the screen's launches and no race.
     bool clear_win_only = false;
+    /// A move of the champion's neighbourhood: how many parameters it changes (0: not such a
+    /// move) and the cost model's own log(predicted / the champion's predicted), before any
+    /// prediction_trust shrank it. What the search learns its trust from.
+    int changed_params = 0;
+    std::optional<double> model_log_gain;
 };
 
 /// How a step ended, as the search learns from it (the driver builds it after the judge).
@@ -143,6 +153,8 @@ struct ScoredAssignment {
     /// analyst's credit for a move to a parameter value the family has never measured.
     double explore = 0.0;
     std::string move;
+    int changed_params = 0;                ///< parameters changed from the champion's (0: unknown)
+    std::optional<double> model_log_gain;  ///< the model's log(predicted / champion's), unshrunk
 };
 
 /// The template of `context` named `name`, or null.

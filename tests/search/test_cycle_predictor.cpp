@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fmt/format.h>
 #include <map>
 #include <string>
 #include <vector>
@@ -239,4 +240,73 @@ TEST_CASE("cycle predictor: once every family is measured, the champion's family
     }
     auto next = fresh.next_proposal(request);
     if (next) CHECK(next->reason.find("defaults are measured once") == std::string::npos);
+}
+
+TEST_CASE("cycle predictor: predicted gains are believed as far as they have come true, by move size") {
+    ScratchDir dir("trust");
+    test::write_toy_templates(dir.path);
+    auto tiles = toy_template(dir.path, "toy_tiles");
+    FakePredictor predictor;
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tiles};
+    context.cost_model = &predictor;
+    context.champion = tiles->instantiate({{"ENGINES", 2.0}, {"PACKET", 1024.0}, {"ROWS", 16.0}, {"BUFFERS", 1.0}});
+    context.champion_cycles = 1000.0;
+    // the fake's bowl: ENGINES 4 predicts 1000 cycles against the champion's 1120
+    const auto gain = search::score_assignment(context, *tiles,
+                                               {{"ENGINES", 4.0}, {"PACKET", 1024.0}, {"ROWS", 16.0}, {"BUFFERS", 1.0}},
+                                               "ENGINES 2→4");
+    REQUIRE(gain.has_value());
+    CHECK(gain->changed_params == 1);
+    REQUIRE(gain->model_log_gain.has_value());
+    CHECK(*gain->model_log_gain == doctest::Approx(std::log(1000.0 / 1120.0)));
+    CHECK(*gain->predicted == doctest::Approx(1000.0));
+    const auto pair = search::score_assignment(context, *tiles,
+                                               {{"ENGINES", 4.0}, {"PACKET", 1024.0}, {"ROWS", 16.0}, {"BUFFERS", 2.0}},
+                                               "ENGINES 2→4, BUFFERS 1→2");
+    REQUIRE(pair.has_value());
+    CHECK(pair->changed_params == 2);
+
+    // half believed for one-parameter moves, not at all for pairs; a predicted loss is left as it is
+    context.prediction_trust = {{1, 0.5}, {2, 0.0}};
+    const auto half = search::score_assignment(context, *tiles,
+                                               {{"ENGINES", 4.0}, {"PACKET", 1024.0}, {"ROWS", 16.0}, {"BUFFERS", 1.0}}, "");
+    CHECK(*half->predicted == doctest::Approx(1120.0 * std::sqrt(1000.0 / 1120.0)));
+    CHECK(*half->model_log_gain == doctest::Approx(*gain->model_log_gain));  // learnt from, unshrunk
+    const auto none = search::score_assignment(context, *tiles,
+                                               {{"ENGINES", 4.0}, {"PACKET", 1024.0}, {"ROWS", 16.0}, {"BUFFERS", 2.0}}, "");
+    CHECK(*none->predicted == doctest::Approx(1120.0));  // the pair ranks as the champion does
+    const auto loss = search::score_assignment(context, *tiles,
+                                               {{"ENGINES", 8.0}, {"PACKET", 1024.0}, {"ROWS", 16.0}, {"BUFFERS", 1.0}}, "");
+    CHECK(*loss->predicted == doctest::Approx(1240.0));
+
+    // the kernel search learns the trust from measured moves the model predicted faster
+    search::KernelSearch search("toy", {}, std::make_unique<FakePredictor>());
+    CHECK(search.prediction_trust().empty());
+    auto feed = [&](int changed, double model_log_gain, double measured, int count) {
+        for (int idx = 0; idx < count; ++idx) {
+            search::StepFeedback feedback;
+            feedback.kernel = "toy";
+            feedback.proposal.design.content_hash = fmt::format("d{}-{}-{}", changed, model_log_gain, idx);
+            feedback.proposal.design.family = "tiles";
+            feedback.proposal.changed_params = changed;
+            feedback.proposal.model_log_gain = model_log_gain;
+            feedback.verdict = eval::StepVerdict::rejected;
+            feedback.champion_cycles_before = 1000.0;
+            feedback.cycles = measured;
+            search.notify(feedback);
+        }
+    };
+    feed(2, -0.06, 1000.0, 5);  // pairs promised 6 % and measured as the champion
+    CHECK(search.prediction_trust().count(2) == 0);  // five are not enough to judge by
+    feed(2, -0.06, 1000.0, 1);
+    REQUIRE(search.prediction_trust().count(2) == 1);
+    CHECK(search.prediction_trust().at(2) == doctest::Approx(0.0));
+    feed(1, -0.04, 1000.0 * std::exp(-0.02), 6);  // singles: half of the promised gain came true
+    CHECK(search.prediction_trust().at(1) == doctest::Approx(0.5));
+    feed(1, 0.05, 2000.0, 6);  // moves predicted slower teach nothing about its optimism
+    CHECK(search.prediction_trust().at(1) == doctest::Approx(0.5));
+    feed(2, -0.06, 1200.0, 6);  // measured slower than the champion: the trust stays at 0, not below
+    CHECK(search.prediction_trust().at(2) == doctest::Approx(0.0));
 }

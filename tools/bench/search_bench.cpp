@@ -73,6 +73,16 @@ using namespace npuopt;
 
 namespace {
 
+/// A naive strategy's proposal: no prediction, no check, no neighbour-move bookkeeping.
+search::Proposal naive_proposal(search::Design design, std::string role, std::string move, std::string reason) {
+    search::Proposal proposal;
+    proposal.design = std::move(design);
+    proposal.role = std::move(role);
+    proposal.move = std::move(move);
+    proposal.reason = std::move(reason);
+    return proposal;
+}
+
 /// Random search: a random non-baseline template, each parameter a random value of its domain.
 class RandomRole final : public search::Role {
 public:
@@ -95,7 +105,7 @@ public:
             if (family->check_constraints(assignment)) continue;
             auto design = family->instantiate(assignment);
             if (context.is_known && context.is_known(design.content_hash)) continue;
-            proposals.push_back({design, "random", "sample " + family->name(), "uniform random sample", std::nullopt, std::nullopt});
+            proposals.push_back(naive_proposal(design, "random", "sample " + family->name(), "uniform random sample"));
         }
         return proposals;
     }
@@ -133,7 +143,7 @@ public:
             if (!family->check_constraints(start)) {
                 auto design = family->instantiate(start);
                 if (!context.is_known || !context.is_known(design.content_hash)) {
-                    proposals.push_back({design, "hill", "start " + family->name(), "default point", std::nullopt, std::nullopt});
+                    proposals.push_back(naive_proposal(design, "hill", "start " + family->name(), "default point"));
                     return proposals;
                 }
             }
@@ -156,7 +166,7 @@ public:
             if (family->check_constraints(assignment)) continue;
             auto design = family->instantiate(assignment);
             if (context.is_known && context.is_known(design.content_hash)) continue;
-            proposals.push_back({design, "hill", "neighbour", "one parameter one step", std::nullopt, std::nullopt});
+            proposals.push_back(naive_proposal(design, "hill", "neighbour", "one parameter one step"));
             break;
         }
         return proposals;
