@@ -69,6 +69,8 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     context.seed = request.seed;
     context.reopened_terms = request.reopened_terms;
     context.prediction_trust = prediction_trust();
+    context.move_calibration = move_calibration();
+    prepare_champion_model(context);
 
     std::set<std::string> unavailable;
     if (!context.reopened_terms.empty()) {
@@ -222,6 +224,11 @@ void KernelSearch::notify(const StepFeedback& feedback) {
             m_gain_records[proposal.changed_params].emplace_back(
                 *proposal.model_log_gain, std::log(*feedback.cycles / feedback.champion_cycles_before));
         }
+        const int kind = move_kind(proposal.changed_params, proposal.model_blind);
+        if (kind != 0 && proposal.model_log_gain && feedback.champion_cycles_before > 0.0 && *feedback.cycles > 0.0) {
+            m_move_records.push_back({kind, proposal.changed_params, *proposal.model_log_gain,
+                                      std::log(*feedback.cycles / feedback.champion_cycles_before)});
+        }
     }
     if (feedback.scored) {
         const double token_secs = feedback.proposal.llm
@@ -247,6 +254,28 @@ std::map<int, double> KernelSearch::prediction_trust() const {
         trust[changed] = std::clamp(cross / square, 0.0, 1.0);
     }
     return trust;
+}
+
+std::map<int, MoveCalibration> KernelSearch::move_calibration() const {
+    const auto trust = prediction_trust();
+    std::map<int, std::vector<double>> misses;
+    for (const auto& record : m_move_records) {
+        double ranked = record.model_log_gain;
+        auto found = trust.find(record.changed_params);
+        if (ranked < 0.0 && found != trust.end()) ranked *= found->second;
+        misses[record.kind].push_back(record.measured_log_gain - ranked);
+    }
+    std::map<int, MoveCalibration> calibration;
+    for (const auto& [kind, values] : misses) {
+        if (values.size() < k_trust_min_moves) continue;
+        const double count = static_cast<double>(values.size());
+        double mean = 0.0;
+        for (double value : values) mean += value / count;
+        double square = 0.0;
+        for (double value : values) square += (value - mean) * (value - mean) / count;
+        calibration[kind] = {mean, std::max(std::sqrt(square), k_min_spread), values.size()};
+    }
+    return calibration;
 }
 
 void KernelSearch::replay(const std::string& content_hash, const std::string& family,
