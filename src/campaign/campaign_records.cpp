@@ -110,6 +110,7 @@ void CampaignRecords::save_kernel(const KernelRuntime& kernel) {
         discounted[role] = {{"weight", stats.weight}, {"weighted_rate", stats.weighted_rate}};
     }
     tree.set_state("scheduler/" + kernel.name(), discounted.dump());
+    tree.set_state("search/" + kernel.name(), kernel.search.learnt_state().dump());
     for (const auto& [role, stats] : stats_by_role) {
         store::RoleStatsRecord record;
         record.kernel = kernel.name();
@@ -176,6 +177,7 @@ void CampaignRecords::restore_kernel(KernelRuntime& kernel) {
     }
     kernel.port_before = state.value("port_before", nlohmann::json::object());
     kernel.restore_quantity_offsets(state.value("quantity_offsets", nlohmann::json::object()));
+    kernel.search.restore_learnt_state(parse_or(tree.state("search/" + kernel.name()), nlohmann::json::object()));
     auto discounted = parse_or(tree.state("scheduler/" + kernel.name()), nlohmann::json::object());
     for (const auto& stats : tree.list_role_stats(kernel.name())) {
         search::RoleStats role_stats;

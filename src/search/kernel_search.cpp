@@ -278,6 +278,54 @@ std::map<int, MoveCalibration> KernelSearch::move_calibration() const {
     return calibration;
 }
 
+nlohmann::json KernelSearch::learnt_state() const {
+    nlohmann::json gains = nlohmann::json::object();
+    for (const auto& [changed, records] : m_gain_records) {
+        auto& list = gains[std::to_string(changed)] = nlohmann::json::array();
+        for (const auto& [predicted, measured] : records) list.push_back({predicted, measured});
+    }
+    nlohmann::json moves = nlohmann::json::array();
+    for (const auto& record : m_move_records) {
+        moves.push_back({record.kind, record.changed_params, record.model_log_gain, record.measured_log_gain});
+    }
+    return {{"gain_records", gains}, {"move_records", moves}};
+}
+
+void KernelSearch::restore_learnt_state(const nlohmann::json& state) {
+    if (!state.is_object()) return;
+    auto finite_number = [](const nlohmann::json& value) {
+        return value.is_number() && std::isfinite(value.get<double>());
+    };
+    if (auto gains = state.find("gain_records"); gains != state.end() && gains->is_object()) {
+        m_gain_records.clear();
+        for (const auto& [key, list] : gains->items()) {
+            int changed = 0;
+            try {
+                changed = std::stoi(key);
+            } catch (const std::exception&) {
+                continue;
+            }
+            if (changed <= 0 || !list.is_array()) continue;
+            for (const auto& pair : list) {
+                if (!pair.is_array() || pair.size() != 2 || !finite_number(pair[0]) || !finite_number(pair[1])) continue;
+                m_gain_records[changed].emplace_back(pair[0].get<double>(), pair[1].get<double>());
+            }
+        }
+    }
+    if (auto moves = state.find("move_records"); moves != state.end() && moves->is_array()) {
+        m_move_records.clear();
+        for (const auto& entry : *moves) {
+            if (!entry.is_array() || entry.size() != 4 || !entry[0].is_number_integer() || !entry[1].is_number_integer() ||
+                !finite_number(entry[2]) || !finite_number(entry[3])) {
+                continue;
+            }
+            const int kind = entry[0].get<int>();
+            if (kind < 1 || kind > 3) continue;
+            m_move_records.push_back({kind, entry[1].get<int>(), entry[2].get<double>(), entry[3].get<double>()});
+        }
+    }
+}
+
 void KernelSearch::replay(const std::string& content_hash, const std::string& family,
                           const std::map<std::string, double>& quantities, const std::map<std::string, double>& params,
                           std::optional<double> cycles, eval::StepVerdict verdict) {

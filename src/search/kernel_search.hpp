@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "search/cost_model.hpp"
 #include "search/roles.hpp"
 #include "search/scheduler.hpp"
@@ -108,6 +110,11 @@ public:
     /// The least spread a calibration reports (log units): two launches of one design differ by
     /// about this much on a quiet device, so a kind's moves are never taken as certain.
     static constexpr double k_min_spread = 0.005;
+    /// What the search has learnt of the model's word in this campaign (the measured neighbour
+    /// moves behind prediction_trust and move_calibration), for the campaign to keep across a
+    /// resume; restore_learnt_state takes it back, skipping entries it cannot read.
+    nlohmann::json learnt_state() const;
+    void restore_learnt_state(const nlohmann::json& state);
 
 private:
     void count_family(const std::string& family, bool measured);

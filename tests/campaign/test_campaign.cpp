@@ -350,6 +350,12 @@ TEST_CASE("a campaign resumes after a step limit without evaluating a design twi
         CHECK(status.state == "stopped");
         CHECK(status.stop_reason == "step_limit");
         CHECK(status.steps == 6);
+        // what the search learnt of the model's word is kept for the resume
+        auto learnt = store::TreeStore(store.database()).state("search/toy");
+        REQUIRE(learnt.has_value());
+        auto learnt_json = nlohmann::json::parse(*learnt);
+        CHECK(learnt_json["move_records"].is_array());
+        CHECK(learnt_json["gain_records"].is_object());
     }
     options.max_steps.reset();
     auto second = run_toy(dir.path, templates.path, evaluator, options);

@@ -348,4 +348,26 @@ TEST_CASE("cycle predictor: each kind of neighbour move learns how far the model
     CHECK(search.move_calibration().at(2).spread == doctest::Approx(search::KernelSearch::k_min_spread));
     // the kinds stay apart
     CHECK(search.move_calibration().at(3).moves == 6);
+
+    // kept across a resume: a fresh search given the state learns the same
+    search::KernelSearch resumed("toy", {}, std::make_unique<FakePredictor>());
+    resumed.restore_learnt_state(nlohmann::json::parse(search.learnt_state().dump()));
+    REQUIRE(resumed.move_calibration().size() == search.move_calibration().size());
+    for (const auto& [kind, calibration] : search.move_calibration()) {
+        CHECK(resumed.move_calibration().at(kind).bias == doctest::Approx(calibration.bias));
+        CHECK(resumed.move_calibration().at(kind).spread == doctest::Approx(calibration.spread));
+        CHECK(resumed.move_calibration().at(kind).moves == calibration.moves);
+    }
+    CHECK(resumed.prediction_trust() == search.prediction_trust());
+    // a damaged state loses only what cannot be read
+    search::KernelSearch damaged("toy", {}, std::make_unique<FakePredictor>());
+    auto state = search.learnt_state();
+    state["move_records"].push_back("not a record");
+    state["move_records"].push_back({9, 1, 0.0, 0.0});
+    state["gain_records"]["x"] = nlohmann::json::array({{0.1, 0.2}});
+    damaged.restore_learnt_state(state);
+    CHECK(damaged.move_calibration().at(3).moves == 6);
+    CHECK(damaged.prediction_trust() == search.prediction_trust());
+    damaged.restore_learnt_state(nlohmann::json("garbage"));
+    CHECK(damaged.move_calibration().at(3).moves == 6);
 }
