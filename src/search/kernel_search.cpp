@@ -69,7 +69,6 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     context.seed = request.seed;
     context.reopened_terms = request.reopened_terms;
     context.prediction_trust = prediction_trust();
-    context.move_calibration = move_calibration();
     prepare_champion_model(context);
 
     std::set<std::string> unavailable;
@@ -224,11 +223,6 @@ void KernelSearch::notify(const StepFeedback& feedback) {
             m_gain_records[proposal.changed_params].emplace_back(
                 *proposal.model_log_gain, std::log(*feedback.cycles / feedback.champion_cycles_before));
         }
-        const int kind = move_kind(proposal.changed_params, proposal.model_blind);
-        if (kind != 0 && proposal.model_log_gain && feedback.champion_cycles_before > 0.0 && *feedback.cycles > 0.0) {
-            m_move_records.push_back({kind, proposal.changed_params, *proposal.model_log_gain,
-                                      std::log(*feedback.cycles / feedback.champion_cycles_before)});
-        }
     }
     if (feedback.scored) {
         const double token_secs = feedback.proposal.llm
@@ -256,39 +250,13 @@ std::map<int, double> KernelSearch::prediction_trust() const {
     return trust;
 }
 
-std::map<int, MoveCalibration> KernelSearch::move_calibration() const {
-    const auto trust = prediction_trust();
-    std::map<int, std::vector<double>> misses;
-    for (const auto& record : m_move_records) {
-        double ranked = record.model_log_gain;
-        auto found = trust.find(record.changed_params);
-        if (ranked < 0.0 && found != trust.end()) ranked *= found->second;
-        misses[record.kind].push_back(record.measured_log_gain - ranked);
-    }
-    std::map<int, MoveCalibration> calibration;
-    for (const auto& [kind, values] : misses) {
-        if (values.size() < k_trust_min_moves) continue;
-        const double count = static_cast<double>(values.size());
-        double mean = 0.0;
-        for (double value : values) mean += value / count;
-        double square = 0.0;
-        for (double value : values) square += (value - mean) * (value - mean) / count;
-        calibration[kind] = {mean, std::max(std::sqrt(square), k_min_spread), values.size()};
-    }
-    return calibration;
-}
-
 nlohmann::json KernelSearch::learnt_state() const {
     nlohmann::json gains = nlohmann::json::object();
     for (const auto& [changed, records] : m_gain_records) {
         auto& list = gains[std::to_string(changed)] = nlohmann::json::array();
         for (const auto& [predicted, measured] : records) list.push_back({predicted, measured});
     }
-    nlohmann::json moves = nlohmann::json::array();
-    for (const auto& record : m_move_records) {
-        moves.push_back({record.kind, record.changed_params, record.model_log_gain, record.measured_log_gain});
-    }
-    return {{"gain_records", gains}, {"move_records", moves}};
+    return {{"gain_records", gains}};
 }
 
 void KernelSearch::restore_learnt_state(const nlohmann::json& state) {
@@ -310,18 +278,6 @@ void KernelSearch::restore_learnt_state(const nlohmann::json& state) {
                 if (!pair.is_array() || pair.size() != 2 || !finite_number(pair[0]) || !finite_number(pair[1])) continue;
                 m_gain_records[changed].emplace_back(pair[0].get<double>(), pair[1].get<double>());
             }
-        }
-    }
-    if (auto moves = state.find("move_records"); moves != state.end() && moves->is_array()) {
-        m_move_records.clear();
-        for (const auto& entry : *moves) {
-            if (!entry.is_array() || entry.size() != 4 || !entry[0].is_number_integer() || !entry[1].is_number_integer() ||
-                !finite_number(entry[2]) || !finite_number(entry[3])) {
-                continue;
-            }
-            const int kind = entry[0].get<int>();
-            if (kind < 1 || kind > 3) continue;
-            m_move_records.push_back({kind, entry[1].get<int>(), entry[2].get<double>(), entry[3].get<double>()});
         }
     }
 }

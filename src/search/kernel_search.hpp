@@ -101,17 +101,8 @@ public:
     /// champion's and the moves it sees better rank first.
     std::map<int, double> prediction_trust() const;
     static constexpr std::size_t k_trust_min_moves = 6;
-    /// How each kind of neighbour move (move_kind: one parameter the model sees, two, one it
-    /// cannot see) has measured against the model as ranked (its gains shrunk by the trust): the
-    /// mean and spread of measured minus ranked log gain over this run's measured moves of the
-    /// kind, once there are k_trust_min_moves of them. The tuner and the analyst rank the
-    /// champion's neighbours by their expected improvement under it.
-    std::map<int, MoveCalibration> move_calibration() const;
-    /// The least spread a calibration reports (log units): two launches of one design differ by
-    /// about this much on a quiet device, so a kind's moves are never taken as certain.
-    static constexpr double k_min_spread = 0.005;
     /// What the search has learnt of the model's word in this campaign (the measured neighbour
-    /// moves behind prediction_trust and move_calibration), for the campaign to keep across a
+    /// moves behind prediction_trust), for the campaign to keep across a
     /// resume; restore_learnt_state takes it back, skipping entries it cannot read.
     nlohmann::json learnt_state() const;
     void restore_learnt_state(const nlohmann::json& state);
@@ -136,14 +127,6 @@ private:
     /// Measured neighbour moves of this run: (model's log gain, measured log gain) by how many
     /// parameters they changed.
     std::map<int, std::vector<std::pair<double, double>>> m_gain_records;
-    struct MoveRecord {
-        int kind = 0;
-        int changed_params = 0;
-        double model_log_gain = 0.0;
-        double measured_log_gain = 0.0;
-    };
-    /// Every measured neighbour move of this run with a model prediction, for move_calibration.
-    std::vector<MoveRecord> m_move_records;
     ScheduleScreen m_screen;
 };
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <random>
 #include <set>
 
@@ -56,7 +55,6 @@ std::vector<Proposal> to_proposals(const SearchContext& context, const std::vect
         proposal.predicted_cycles = item.predicted;
         proposal.changed_params = item.changed_params;
         proposal.model_log_gain = item.model_log_gain;
-        proposal.model_blind = item.model_blind;
         proposals.push_back(std::move(proposal));
     }
     return proposals;
@@ -64,14 +62,6 @@ std::vector<Proposal> to_proposals(const SearchContext& context, const std::vect
 
 std::string cycles_text(std::optional<double> cycles) {
     return cycles ? fmt::format("{:.0f}", *cycles) : std::string("?");
-}
-
-/// Why a neighbour ranks where it does, beyond its prediction.
-std::string ranking_text(const ScoredAssignment& item) {
-    if (item.by_expected_improvement) {
-        return fmt::format("; expected improvement {:.1f}% under the model's miss on such moves", 100.0 * item.expected_gain);
-    }
-    return item.explore > 0.0 ? "; moves to a value never measured" : "";
 }
 
 /// The optimism, in log cycles, for a parameter value never measured (about 3%).
@@ -123,7 +113,7 @@ public:
             auto scored = score_assignment(context, *tmpl, assignment, move);
             if (!scored) continue;
             if (scored->quantities == champion_quantities) {
-                if (!scored->by_expected_improvement) scored->explore = explore_credit(context, effects, scored->assignment);
+                scored->explore = explore_credit(context, effects, scored->assignment);
                 invisible.push_back(std::move(*scored));
                 continue;
             }
@@ -148,7 +138,8 @@ public:
             return fmt::format("{} → {}; predicted {} cycles{}", attribution.text,
                                is_invisible ? "try a param the model cannot see (overlap, layout)"
                                             : "shrink " + target,
-                               cycles_text(item.predicted), ranking_text(item));
+                               cycles_text(item.predicted),
+                               item.explore > 0.0 ? "; moves to a value never measured" : "");
         });
     }
 
@@ -399,7 +390,7 @@ public:
         for (auto& [assignment, move] : neighbour_assignments(*tmpl, context.champion->params)) {
             auto item = score_assignment(context, *tmpl, assignment, move);
             if (!item) continue;
-            if (!item->by_expected_improvement) item->explore = explore_credit(context, effects, item->assignment);
+            item->explore = explore_credit(context, effects, item->assignment);
             scored.push_back(std::move(*item));
         }
         rank(scored, context.seed);
@@ -410,27 +401,13 @@ public:
         }
         return to_proposals(context, scored, name(), [&](const ScoredAssignment& item) {
             return fmt::format("neighbour of the champion ranked by the cost model: predicted {} vs {} cycles{}",
-                               cycles_text(item.predicted), cycles_text(champion_predicted), ranking_text(item));
+                               cycles_text(item.predicted), cycles_text(champion_predicted),
+                               item.explore > 0.0 ? "; moves to a value never measured" : "");
         });
     }
 };
 
 }  // namespace
-
-int move_kind(int changed_params, bool model_blind) {
-    if (changed_params == 1) return model_blind ? 3 : 1;
-    if (changed_params == 2) return 2;
-    return 0;
-}
-
-double expected_improvement(double log_ratio, double bias, double spread) {
-    const double mean_gain = -(log_ratio + bias);
-    const double sigma = std::max(spread, 1e-4);
-    const double z = mean_gain / sigma;
-    const double density = std::exp(-0.5 * z * z) / std::sqrt(2.0 * std::numbers::pi);
-    const double below = 0.5 * std::erfc(-z / std::sqrt(2.0));
-    return sigma * density + mean_gain * below;
-}
 
 void prepare_champion_model(SearchContext& context) {
     context.champion_quantities.reset();
@@ -462,46 +439,25 @@ std::optional<ScoredAssignment> score_assignment(const SearchContext& context, c
             if (was == context.champion->params.end() || was->second != value) ++scored.changed_params;
         }
     }
-    if (scored.changed_params == 0 || !context.cost_model) return scored;
-    // The champion's quantities and prediction by the same model: once per proposal when the
-    // search prepared them, else here.
-    std::map<std::string, double> champion_quantities;
-    std::optional<double> champion_predicted;
-    if (context.champion_quantities) {
-        champion_quantities = *context.champion_quantities;
-        champion_predicted = context.champion_model_cycles;
-    } else {
-        champion_quantities = merged_quantities(tmpl, context.champion->params);
-        champion_predicted = context.cost_model->predict(tmpl.family(), champion_quantities, &context.champion->params);
-    }
-    scored.model_blind = scored.changed_params == 1 && scored.quantities == champion_quantities;
-    if (!scored.predicted || !champion_predicted || *champion_predicted <= 0.0 || *scored.predicted <= 0.0) {
-        return scored;
-    }
-    const double log_gain = std::log(*scored.predicted / *champion_predicted);
-    scored.model_log_gain = log_gain;
-    // A predicted gain is shrunk by how far such gains have come true (prediction_trust); the
-    // trust is learnt from the gains the model promised, its predicted losses are left as they are.
-    double ranked_log_gain = log_gain;
-    auto trust = context.prediction_trust.find(scored.changed_params);
-    if (log_gain < 0.0 && trust != context.prediction_trust.end()) {
-        ranked_log_gain = trust->second * log_gain;
-        scored.predicted = *champion_predicted * std::exp(ranked_log_gain);
-    }
-    // Ranked by the expected improvement over the champion under the miss such moves have shown in
-    // this run (the prior spread, no bias, until enough have been measured): a move the model
-    // calls a little slower is worth a run where the model has missed by more than that, and a
-    // kind of move that keeps measuring as a tie is no longer credited for its novelty.
-    const int kind = move_kind(scored.changed_params, scored.model_blind);
-    if (kind != 0) {
-        MoveCalibration calibration{0.0, k_prior_spread, 0};
-        if (auto found = context.move_calibration.find(kind); found != context.move_calibration.end()) {
-            calibration = found->second;
+    if (scored.predicted && scored.changed_params > 0 && context.cost_model) {
+        // The champion's prediction by the same model (once per proposal where the search prepared
+        // it): the move's predicted gain is the ratio, shrunk by how far such gains have come true
+        // (prediction_trust).
+        const auto champion_predicted =
+            context.champion_quantities
+                ? context.champion_model_cycles
+                : context.cost_model->predict(tmpl.family(), merged_quantities(tmpl, context.champion->params),
+                                              &context.champion->params);
+        if (champion_predicted && *champion_predicted > 0.0 && *scored.predicted > 0.0) {
+            const double log_gain = std::log(*scored.predicted / *champion_predicted);
+            scored.model_log_gain = log_gain;
+            // Only a predicted gain is shrunk: the trust is learnt from the gains the model
+            // promised; its predicted losses are not what the search has been measuring.
+            auto trust = context.prediction_trust.find(scored.changed_params);
+            if (log_gain < 0.0 && trust != context.prediction_trust.end()) {
+                scored.predicted = *champion_predicted * std::exp(trust->second * log_gain);
+            }
         }
-        const double improvement = expected_improvement(ranked_log_gain, calibration.bias, calibration.spread);
-        scored.explore = std::log(*scored.predicted / *champion_predicted) + improvement;
-        scored.by_expected_improvement = true;
-        scored.expected_gain = improvement;
     }
     return scored;
 }

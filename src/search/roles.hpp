@@ -27,19 +27,6 @@ namespace npuopt::search {
 /// Why known rules forbid a design's quantities and features ("" = allowed).
 using RuleCheck = std::function<std::optional<std::string>(const std::map<std::string, double>& quantities)>;
 
-/// What the run has measured of one kind of neighbour move (see move_kind): the mean and the
-/// spread of measured log(cycles ÷ the champion's) minus the model's log gain as ranked.
-struct MoveCalibration {
-    double bias = 0.0;     ///< mean miss: above 0, such moves measured slower than the model said
-    double spread = 0.0;   ///< root-mean-square miss about the bias
-    std::size_t moves = 0;
-};
-
-/// The kinds of the champion's neighbour moves, as the search learns how far the model's word on
-/// each holds: 0 not a neighbour move; 1 one parameter whose quantities the model sees; 2 two
-/// parameters; 3 one parameter the model cannot see (the champion's quantities unchanged).
-int move_kind(int changed_params, bool model_blind);
-
 /// What a role sees when it is asked to propose.
 struct SearchContext {
     std::string kernel;
@@ -64,10 +51,6 @@ struct SearchContext {
     /// ratios, in [0, 1]. A neighbour's prediction is shrunk towards the champion's by it (absent:
     /// 1, the model as it is). See KernelSearch::prediction_trust.
     std::map<int, double> prediction_trust;
-    /// How each kind of neighbour move (move_kind) has measured against the model in this run,
-    /// where enough have: its moves are ranked by their expected improvement over the champion
-    /// under that miss (score_assignment). A kind not here uses the prior (k_prior_spread, no bias).
-    std::map<int, MoveCalibration> move_calibration;
     /// The champion's quantities and the model's prediction for it, computed once per proposal
     /// (prepare_champion_model); empty: score_assignment computes them itself.
     std::optional<std::map<std::string, double>> champion_quantities;
@@ -75,18 +58,8 @@ struct SearchContext {
 };
 
 /// Before a proposal: the champion's quantities and the model's prediction for it into `context`
-/// (nothing for a baseline, a design from source, or without a cost model).
+/// (nothing for a baseline, a design from source, or without a template).
 void prepare_champion_model(SearchContext& context);
-
-/// The spread of the model's miss assumed for a kind of move the run has not measured enough of
-/// (log units). At a predicted tie its expected improvement is 0.4 × this, the 3 % optimism a
-/// value never measured has long been given.
-constexpr double k_prior_spread = 0.075;
-
-/// The expected improvement, in log cycles, of a move predicted at `log_ratio` (log of predicted ÷
-/// the champion's; below 0: faster) when the truth misses that by a normal error of mean `bias`
-/// and deviation `spread`: E[max(0, −(log_ratio + bias + error))].
-double expected_improvement(double log_ratio, double bias, double spread);
 
 /// Where an LLM-written design came from: the call, the hashes of its prompt and reply, its tokens.
 struct LlmProvenance {
@@ -117,7 +90,6 @@ struct Proposal {
     /// prediction_trust shrank it. What the search learns its trust from.
     int changed_params = 0;
     std::optional<double> model_log_gain;
-    bool model_blind = false;   ///< a one-parameter move that leaves the champion's quantities as they are
 };
 
 /// How a step ended, as the search learns from it (the driver builds it after the judge).
@@ -191,11 +163,6 @@ struct ScoredAssignment {
     std::string move;
     int changed_params = 0;                ///< parameters changed from the champion's (0: unknown)
     std::optional<double> model_log_gain;  ///< the model's log(predicted / champion's), unshrunk
-    bool model_blind = false;              ///< the champion's quantities unchanged
-    /// Ranked by expected improvement (a neighbour move with a champion prediction): `explore`
-    /// then holds what puts it there, and the roles add no explore credit of their own.
-    bool by_expected_improvement = false;
-    double expected_gain = 0.0;            ///< that expected improvement, log cycles
 };
 
 /// The template of `context` named `name`, or null.

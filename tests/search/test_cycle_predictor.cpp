@@ -311,63 +311,41 @@ TEST_CASE("cycle predictor: predicted gains are believed as far as they have com
     CHECK(search.prediction_trust().at(2) == doctest::Approx(0.0));
 }
 
-TEST_CASE("cycle predictor: each kind of neighbour move learns how far the model misses it") {
+TEST_CASE("cycle predictor: the trust learnt in a campaign is kept across a resume") {
     search::KernelSearch search("toy", {}, std::make_unique<FakePredictor>());
-    CHECK(search.move_calibration().empty());
     int serial = 0;
-    auto feed = [&](int changed, bool blind, double model_log_gain, double measured_log_gain) {
+    auto feed = [&](int changed, double model_log_gain, double measured_log_gain) {
         search::StepFeedback feedback;
         feedback.kernel = "toy";
         feedback.proposal.design.content_hash = fmt::format("m{}", serial++);
         feedback.proposal.design.family = "tiles";
         feedback.proposal.changed_params = changed;
-        feedback.proposal.model_blind = blind;
         feedback.proposal.model_log_gain = model_log_gain;
         feedback.verdict = eval::StepVerdict::rejected;
         feedback.champion_cycles_before = 1000.0;
         feedback.cycles = 1000.0 * std::exp(measured_log_gain);
         search.notify(feedback);
     };
-    // blind moves: predicted ties, measured at ±1 %
-    for (int idx = 0; idx < 5; ++idx) feed(1, true, 0.0, idx % 2 ? 0.01 : -0.01);
-    CHECK(search.move_calibration().count(3) == 0);  // five are not enough
-    feed(1, true, 0.0, 0.01);
-    REQUIRE(search.move_calibration().count(3) == 1);
-    CHECK(search.move_calibration().at(3).moves == 6);
-    CHECK(search.move_calibration().at(3).bias == doctest::Approx(0.0).epsilon(1e-9));
-    CHECK(search.move_calibration().at(3).spread == doctest::Approx(0.01));
-    // visible singles predicted 5 % slower that measured 5 % faster and 15 % slower in turn
-    for (int idx = 0; idx < 6; ++idx) feed(1, false, 0.05, idx % 2 ? -0.05 : 0.15);
-    REQUIRE(search.move_calibration().count(1) == 1);
-    CHECK(search.move_calibration().at(1).bias == doctest::Approx(0.0).epsilon(1e-9));
-    CHECK(search.move_calibration().at(1).spread == doctest::Approx(0.1));
-    // pairs are judged after the trust: promised 6 %, none came true, measured as the champion
-    for (int idx = 0; idx < 6; ++idx) feed(2, false, -0.06, 0.0);
-    REQUIRE(search.prediction_trust().at(2) == doctest::Approx(0.0));
-    CHECK(search.move_calibration().at(2).bias == doctest::Approx(0.0).epsilon(1e-9));  // the trust took the miss
-    CHECK(search.move_calibration().at(2).spread == doctest::Approx(search::KernelSearch::k_min_spread));
-    // the kinds stay apart
-    CHECK(search.move_calibration().at(3).moves == 6);
-
-    // kept across a resume: a fresh search given the state learns the same
+    for (int idx = 0; idx < 6; ++idx) feed(1, -0.04, -0.02);
+    for (int idx = 0; idx < 7; ++idx) feed(2, -0.06, 0.0);
+    REQUIRE(search.prediction_trust().size() == 2);
+    // a fresh search given the state trusts the same
     search::KernelSearch resumed("toy", {}, std::make_unique<FakePredictor>());
     resumed.restore_learnt_state(nlohmann::json::parse(search.learnt_state().dump()));
-    REQUIRE(resumed.move_calibration().size() == search.move_calibration().size());
-    for (const auto& [kind, calibration] : search.move_calibration()) {
-        CHECK(resumed.move_calibration().at(kind).bias == doctest::Approx(calibration.bias));
-        CHECK(resumed.move_calibration().at(kind).spread == doctest::Approx(calibration.spread));
-        CHECK(resumed.move_calibration().at(kind).moves == calibration.moves);
-    }
-    CHECK(resumed.prediction_trust() == search.prediction_trust());
+    REQUIRE(resumed.prediction_trust().size() == 2);
+    CHECK(resumed.prediction_trust().at(1) == doctest::Approx(0.5));
+    CHECK(resumed.prediction_trust().at(2) == doctest::Approx(0.0));
     // a damaged state loses only what cannot be read
     search::KernelSearch damaged("toy", {}, std::make_unique<FakePredictor>());
     auto state = search.learnt_state();
-    state["move_records"].push_back("not a record");
-    state["move_records"].push_back({9, 1, 0.0, 0.0});
+    state["gain_records"]["1"].push_back("not a record");
+    state["gain_records"]["1"].push_back({0.1});
     state["gain_records"]["x"] = nlohmann::json::array({{0.1, 0.2}});
+    state["gain_records"]["2"] = "not a list";
     damaged.restore_learnt_state(state);
-    CHECK(damaged.move_calibration().at(3).moves == 6);
-    CHECK(damaged.prediction_trust() == search.prediction_trust());
+    REQUIRE(damaged.prediction_trust().count(1) == 1);
+    CHECK(damaged.prediction_trust().at(1) == doctest::Approx(0.5));
+    CHECK(damaged.prediction_trust().count(2) == 0);
     damaged.restore_learnt_state(nlohmann::json("garbage"));
-    CHECK(damaged.move_calibration().at(3).moves == 6);
+    CHECK(damaged.prediction_trust().at(1) == doctest::Approx(0.5));
 }
