@@ -218,6 +218,7 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
                     fmt::format("cascade: candidate {} has no design id; record the design in the store first",
                                 candidate.content_hash));
     }
+    if (!m_launch_noise_restored) restore_launch_noise();
     Outcome outcome;
     StageContext context = context_for(candidate, champion, kernel, outcome);
     for (auto& stage : m_make_stages()) {
@@ -245,6 +246,15 @@ Outcome Cascade::evaluate(const Candidate& candidate, const std::optional<Champi
     pool_launch_noise(context.checked_cycles);
     finish_recording();
     return outcome;
+}
+
+void Cascade::restore_launch_noise() {
+    m_launch_noise_restored = true;
+    // Evaluations a design at a time, oldest first, as they were pooled; enough to fill the pool
+    // with four launches each.
+    const auto recent = m_store->recent_stage_cycles(stage_name(StageKind::correctness),
+                                                     static_cast<std::int64_t>(k_launch_noise_pool));
+    for (const auto& cycles : recent) pool_launch_noise(cycles);
 }
 
 void Cascade::pool_launch_noise(const std::vector<double>& cycles) {

@@ -128,6 +128,10 @@ private:
     std::vector<double> m_launch_residuals;
     static constexpr std::size_t k_launch_noise_pool = 400;
     void pool_launch_noise(const std::vector<double>& cycles);
+    /// Before the first evaluation of a run: the pool refilled from the correctness launches the
+    /// store holds (a resumed campaign keeps the noise it measured).
+    void restore_launch_noise();
+    bool m_launch_noise_restored = false;
 };
 
 /// The hash of the benchmark configuration (kernel, shape, acceptance, checks) that tags every

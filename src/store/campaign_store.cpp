@@ -306,6 +306,29 @@ std::vector<MeasurementRecord> CampaignStore::list_measurements(std::int64_t eva
     return measurements;
 }
 
+std::vector<std::vector<double>> CampaignStore::recent_stage_cycles(const std::string& stage,
+                                                                   std::int64_t max_evaluations) {
+    std::vector<std::vector<double>> result;
+    std::int64_t current = -1;
+    for (const Row& row : m_database.query(
+             "SELECT e.id, m.cycles FROM evaluations e JOIN measurements m ON m.evaluation_id = e.id "
+             "WHERE e.id IN (SELECT id FROM evaluations WHERE stage = ? AND import_id IS NULL ORDER BY id DESC LIMIT ?) "
+             "AND m.outcome = 'ok' AND m.side = 'candidate' AND m.cycles IS NOT NULL "
+             "ORDER BY e.id, m.launch_order, m.repeat_idx",
+             {stage, max_evaluations})) {
+        RowReader read(row);
+        const std::int64_t evaluation = read.integer();
+        const double cycles = read.real();
+        read.finish();
+        if (evaluation != current) {
+            result.emplace_back();
+            current = evaluation;
+        }
+        result.back().push_back(cycles);
+    }
+    return result;
+}
+
 std::int64_t CampaignStore::record_knowledge(const KnowledgeEntry& entry) {
     Transaction transaction(m_database);
     m_database.execute(

@@ -160,6 +160,9 @@ public:
                                    const std::vector<MeasurementRecord>& measurements = {});
     std::vector<EvaluationRecord> list_evaluations(std::int64_t design_id, bool include_stale = false);
     std::vector<MeasurementRecord> list_measurements(std::int64_t evaluation_id);
+    /// The timed launches of the latest `max_evaluations` evaluations of `stage` run here (not
+    /// imported): per evaluation, oldest first, the candidate's successful launches in order.
+    std::vector<std::vector<double>> recent_stage_cycles(const std::string& stage, std::int64_t max_evaluations);
 
     /// A long stage (a race) is recorded as it goes, so a killed process loses no completed launch:
     /// record_evaluation() of its row with verdict "running", append_measurement() after every

@@ -228,6 +228,32 @@ TEST_CASE("a screened gain the measured launch noise hides is not raced, a large
     CHECK(always.stages.back().reason.find("not raced") == std::string::npos);
 }
 
+TEST_CASE("the launch noise a campaign measured is pooled again when it resumes") {
+    CascadeConfig config = quick_config();
+    config.acceptance.min_pairs = 4;
+    config.acceptance.max_pairs = 6;
+    config.race_min_accept_probability = 0.95;
+    Campaign campaign;
+    {
+        Cascade first(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+        for (int idx = 0; idx < 3; ++idx) first.evaluate(campaign.design("honest", 10000), std::nullopt, campaign.kernel());
+    }
+    // a new cascade on the same store (the campaign run again) knows the 12 residuals at once
+    Cascade resumed(campaign.toolchain, campaign.store, &campaign.rules, nullptr, config);
+    const Outcome hidden =
+        resumed.evaluate(campaign.design("honest", 9700), Champion{campaign.design("honest", 10000), 10000}, campaign.kernel());
+    INFO(hidden.final_reason);
+    REQUIRE_FALSE(hidden.stages.empty());
+    CHECK(hidden.stages.back().reason.find("not raced: at the screen's") != std::string::npos);
+    CHECK(hidden.stages.back().reason.find("12 launches") != std::string::npos);
+    CHECK(hidden.device_runs == 4);
+    // what the pool is refilled from: each correctness evaluation's launches, the latest ones
+    auto pooled = campaign.store.recent_stage_cycles("correctness", 100);
+    CHECK(pooled.size() == 4);  // the three designs and the candidate
+    for (const auto& cycles : pooled) CHECK(cycles.size() == 4);
+    CHECK(campaign.store.recent_stage_cycles("correctness", 2).size() == 2);
+}
+
 TEST_CASE("a timing below the speed-of-light bound is suspect and never accepted") {
     Campaign campaign;
     npuopt::knowledge::HardwareModel model;
