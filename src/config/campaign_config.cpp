@@ -432,7 +432,9 @@ parallel:
 # What the search may spend besides device runs. schedule_screen: template proposals per step
 # that the toolchain's static schedule estimates first (a compile each, no device run; cached per
 # design); the schedule's bias is learnt per family from the designs then measured, and it is
-# weighed against the cost model by how well each predicted them. 0: the cost model's order.
+# weighed against the cost model by how well each predicted them. Above 4, every one-parameter
+# move of the champion is among them (the schedule sees effects the model's quantities do not).
+# 0: the cost model's order.
 search:
   schedule_screen: {schedule_screen}
 

@@ -43,7 +43,7 @@ std::vector<Proposal> to_proposals(const SearchContext& context, const std::vect
     std::vector<Proposal> proposals;
     std::set<std::string> seen;
     for (const auto& item : ranked) {
-        if (static_cast<int>(proposals.size()) >= context.max_proposals) break;
+        if (static_cast<int>(proposals.size()) >= std::max(context.max_proposals, context.screen_width)) break;
         Design design = item.source_template->instantiate(item.assignment);
         if (!seen.insert(design.content_hash).second) continue;
         if (context.is_known && context.is_known(design.content_hash)) continue;
@@ -375,6 +375,42 @@ private:
     int m_samples_per_family;
 };
 
+/// With a wide static screen: the screen's window (its first `screen_width` unknown designs) holds
+/// every one-parameter move of the champion, up to three quarters of the window, and the model's
+/// best other moves after them; the rest keep the model's order behind. The window's order does
+/// not matter, the screen ranks it.
+void screen_singles_first(std::vector<ScoredAssignment>& scored, const SearchContext& context) {
+    const std::size_t width = static_cast<std::size_t>(context.screen_width);
+    const std::size_t single_room = width - width / 4;
+    std::vector<ScoredAssignment> window;
+    std::vector<ScoredAssignment> rest;
+    std::size_t singles = 0;
+    auto known = [&](const ScoredAssignment& item) {
+        return context.is_known && context.is_known(item.source_template->instantiate(item.assignment).content_hash);
+    };
+    for (auto& item : scored) {
+        if (item.changed_params == 1 && singles < single_room && !known(item)) {
+            window.push_back(std::move(item));
+            ++singles;
+        } else {
+            rest.push_back(std::move(item));
+        }
+    }
+    std::size_t filled = singles;
+    std::vector<ScoredAssignment> ordered = std::move(window);
+    std::vector<ScoredAssignment> behind;
+    for (auto& item : rest) {
+        if (filled < width && !known(item)) {
+            ordered.push_back(std::move(item));
+            ++filled;
+        } else {
+            behind.push_back(std::move(item));
+        }
+    }
+    for (auto& item : behind) ordered.push_back(std::move(item));
+    scored = std::move(ordered);
+}
+
 class Tuner final : public Role {
 public:
     std::string name() const override { return "tuner"; }
@@ -394,6 +430,7 @@ public:
             scored.push_back(std::move(*item));
         }
         rank(scored, context.seed);
+        if (context.screen_width > context.max_proposals) screen_singles_first(scored, context);
         std::optional<double> champion_predicted;
         if (context.cost_model) {
             champion_predicted = context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params),

@@ -43,6 +43,12 @@ struct SearchContext {
     double age = 0.0;                                   ///< campaign age 0..1 (budget used)
     std::uint64_t seed = 0;                             ///< this step's seed (from the campaign seed)
     int max_proposals = 4;
+    /// How many of a role's first proposals the static-schedule screen will estimate before one is
+    /// chosen (search.schedule_screen; 0: no screen). The heuristic roles then return that many,
+    /// and the tuner makes sure every one-parameter move of the champion is among them: the
+    /// schedule sees effects the cost model's quantities do not (which engines a command waits
+    /// for), so the moves the model ranks slower get the schedule's word too.
+    int screen_width = 0;
     /// Cost terms whose hardware parameters moved at the last toolchain update (e.g. a cheaper
     /// tensor-unit pass): the analyst first re-tunes the parameters that move them.
     std::vector<std::string> reopened_terms;

@@ -375,6 +375,49 @@ TEST_CASE("the tuner tries a parameter value the family never measured before mo
     }
 }
 
+TEST_CASE("with a wide static screen the tuner puts every one-parameter move of the champion in the screen's window") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto spec = config::load_template_config(dir.path / "toy_tiles.template.yaml");
+    auto tmpl = search::Template::load(spec, toy_kernel(dir.path), "toy-target");
+    search::CostModel model(synthetic_model());
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tmpl};
+    context.cost_model = &model;
+    context.champion = tmpl->instantiate({{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}});
+    context.champion_cycles = 1e6;
+    context.max_proposals = 1000;
+    const auto all = search::make_tuner()->propose(context);
+    std::set<std::string> singles;
+    std::size_t last_single = 0;
+    for (std::size_t idx = 0; idx < all.size(); ++idx) {
+        if (all[idx].changed_params != 1) continue;
+        singles.insert(all[idx].design.content_hash);
+        last_single = idx;
+    }
+    REQUIRE(singles.size() >= 4);
+    const int width = static_cast<int>(2 * singles.size());
+    REQUIRE(last_single >= static_cast<std::size_t>(width));  // the model alone ranks some single beyond the window
+    // no screen: the role's usual few, in the model's order
+    context.max_proposals = 4;
+    CHECK(search::make_tuner()->propose(context).size() == 4);
+    // a screen of twice as many as there are singles: all of them in its window, the model's best others after
+    context.screen_width = width;
+    const auto screened = search::make_tuner()->propose(context);
+    REQUIRE(screened.size() == static_cast<std::size_t>(width));
+    std::size_t in_window = 0;
+    for (const auto& proposal : screened) in_window += singles.count(proposal.design.content_hash);
+    CHECK(in_window == singles.size());
+    for (std::size_t idx = 0; idx < singles.size(); ++idx) CHECK(screened[idx].changed_params == 1);
+    // a single already measured leaves its place to another move
+    const std::string measured = *singles.begin();
+    context.is_known = [&](const std::string& hash) { return hash == measured; };
+    const auto after = search::make_tuner()->propose(context);
+    CHECK(after.size() == static_cast<std::size_t>(width));
+    for (const auto& proposal : after) CHECK(proposal.design.content_hash != measured);
+}
+
 TEST_CASE("cost model ranks designs by the synthetic hardware model and learns a family correction") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);

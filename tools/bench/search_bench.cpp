@@ -21,8 +21,8 @@
 // then per strategy the geomean of champion ÷ minimum, the count of cells within 1.25×, and how
 // many champions differ from their family's defaults. --json prints all of it as JSON.
 // Strategies: npuopt (the campaign as campaign.yaml leaves it), npuopt-screen (the same with
-// search.schedule_screen 4: four candidates a step through the static schedule before a device
-// run), random (uniform samples of the templates), hill (one-step hill-climbing from the defaults).
+// search.schedule_screen 64: every one-parameter move of the champion and the model's best
+// other moves, 64 at most, through the static schedule before a device run), random (uniform samples of the templates), hill (one-step hill-climbing from the defaults).
 //
 //   npuopt_bench_search [--json] [--device-runs N] [--chips K | --chip-seeds A,B] [--shapes all|A,B]
 //                       [--kernels K,K] [--only npuopt,npuopt-screen,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
@@ -339,7 +339,7 @@ std::int64_t run_strategy(const std::string& name, campaign::Workspace& workspac
         campaign::RunOverrides overrides;
         overrides.device_runs = device_runs;
         // npuopt as campaign.yaml leaves it, or with the static-schedule screen of 4 candidates a step
-        overrides.schedule_screen = name == "npuopt-screen" ? 4 : 0;
+        overrides.schedule_screen = name == "npuopt-screen" ? 64 : 0;
         return campaign::run_workspace(workspace, overrides).device_runs_used;
     }
     auto model = workspace.hardware_model();
