@@ -431,8 +431,8 @@ public:
         }
         rank(scored, context.seed);
         if (context.screen_width > context.max_proposals) screen_singles_first(scored, context);
-        std::optional<double> champion_predicted;
-        if (context.cost_model) {
+        std::optional<double> champion_predicted = context.champion_model_cycles;
+        if (!context.champion_quantities && context.cost_model) {
             champion_predicted = context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params),
                                                              &context.champion->params);
         }
