@@ -70,7 +70,9 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     context.reopened_terms = request.reopened_terms;
     context.prediction_trust = prediction_trust();
     prepare_champion_model(context);
-    if (request.screen && request.screen_width > 1) context.screen_width = static_cast<int>(request.screen_width);
+    if (request.screen && request.screen_width > 1 && !m_screen.blind()) {
+        context.screen_width = static_cast<int>(request.screen_width);
+    }
 
     std::set<std::string> unavailable;
     if (!context.reopened_terms.empty()) {

@@ -64,8 +64,10 @@ ScreenFit ScheduleScreen::fit(const std::string& family) const {
     return fit;
 }
 
+bool ScheduleScreen::blind() const { return m_answers == 0 && m_calls >= k_blind_after; }
+
 void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, const ScreenFn& estimate) {
-    if (!estimate || width < 2) return;
+    if (!estimate || width < 2 || blind()) return;
     std::size_t count = 0;
     while (count < proposals.size() && count < width && screenable(proposals[count])) ++count;
     if (count < 2) return;
@@ -86,11 +88,13 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
         item.model_rank = idx;
         const std::string& hash = item.proposal.design.content_hash;
         auto cached = m_estimates.find(hash);
-        if (cached == m_estimates.end()) {
+        if (cached == m_estimates.end() && !blind()) {
             ++m_calls;
             cached = m_estimates.emplace(hash, estimate(item.proposal)).first;
+            if (cached->second.cycles || cached->second.illegal) ++m_answers;
         }
-        const ScreenEstimate& seen = cached->second;
+        const ScreenEstimate none;
+        const ScreenEstimate& seen = cached == m_estimates.end() ? none : cached->second;
         const std::string& family = item.proposal.design.family;
         auto known_fit = fits.find(family);
         if (known_fit == fits.end()) known_fit = fits.emplace(family, fit(family)).first;
@@ -108,6 +112,16 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
             item.score = *model;
         }
         scored.push_back(std::move(item));
+    }
+    // A toolchain without a schedule (or one that answered nothing here) has told the screen
+    // nothing: the role's own order, with its exploration credit, stands.
+    const bool informed = std::any_of(scored.begin(), scored.end(), [](const Scored& item) {
+        return item.schedule.has_value() || item.score == std::numeric_limits<double>::max();
+    });
+    if (!informed) {
+        ++m_uninformed;
+        for (std::size_t idx = 0; idx < count; ++idx) proposals[idx] = std::move(scored[idx].proposal);
+        return;
     }
     std::stable_sort(scored.begin(), scored.end(),
                      [](const Scored& lhs, const Scored& rhs) { return lhs.score < rhs.score; });

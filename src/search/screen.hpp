@@ -41,7 +41,9 @@ class ScheduleScreen {
 public:
     /// Reorder the first `width` template proposals by their combined estimate, best first
     /// (illegal ones last); the rest keep their order after them. Each screened proposal's
-    /// reason says what the screen saw. Estimates are cached by content hash.
+    /// reason says what the screen saw. Estimates are cached by content hash. Where no proposal
+    /// in the window got a schedule or an illegal verdict (a toolchain without a schedule), the
+    /// role's order stands.
     void rank(std::vector<Proposal>& proposals, std::size_t width, const ScreenFn& estimate);
     /// Learn from a measured design: the schedule's and the model's log errors for its family.
     void observe(const Proposal& proposal, double measured_cycles);
@@ -49,6 +51,13 @@ public:
     ScreenFit fit(const std::string& family) const;
     /// Schedule calls made so far (cache hits not counted).
     std::size_t calls() const { return m_calls; }
+    /// True once `k_blind_after` schedule calls in a row, from the first, brought neither cycles
+    /// nor an illegal verdict: the toolchain has no schedule (or none that works here). The screen
+    /// then calls it no more and the roles propose as they do without a screen.
+    bool blind() const;
+    static constexpr std::size_t k_blind_after = 8;
+    /// Rankings that left the role's order because no estimate in the window said anything.
+    std::size_t uninformed_rankings() const { return m_uninformed; }
 
 private:
     struct Errors {
@@ -58,6 +67,8 @@ private:
     std::map<std::string, ScreenEstimate> m_estimates;  ///< by content hash
     std::map<std::string, Errors> m_errors;             ///< by family
     std::size_t m_calls = 0;
+    std::size_t m_uninformed = 0;
+    std::size_t m_answers = 0;  ///< calls that brought cycles or an illegal verdict
 };
 
 }  // namespace npuopt::search

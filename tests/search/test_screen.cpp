@@ -3,6 +3,7 @@
 // estimate in memory stands for the toolchain.
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <map>
@@ -94,6 +95,47 @@ TEST_CASE("schedule screen: an illegal design goes last, one without an estimate
     std::vector<search::Proposal> narrow = {proposal("ok", "tiles", 100), proposal("bad", "tiles", 90)};
     screen.rank(narrow, 1, schedule.fn());
     CHECK(hashes(narrow) == std::vector<std::string>{"ok", "bad"});
+}
+
+TEST_CASE("schedule screen: with no schedule for any proposal in the window the role's order stands") {
+    search::ScheduleScreen screen;
+    FakeSchedule schedule;  // knows no design: a toolchain without a schedule command
+    // the role put an exploring move first although the model predicts it slowest
+    std::vector<search::Proposal> proposals = {proposal("explore", "tiles", 300), proposal("b", "tiles", 100),
+                                               proposal("c", "tiles", 200)};
+    screen.rank(proposals, 3, schedule.fn());
+    CHECK(hashes(proposals) == std::vector<std::string>{"explore", "b", "c"});
+    CHECK(screen.uninformed_rankings() == 1);
+    CHECK(proposals.front().reason == "ranked by the model");  // nothing claimed of a screen
+    // one schedule in the window is enough to rank it again
+    schedule.set("c", 20);
+    search::ScheduleScreen informed;
+    informed.rank(proposals, 3, schedule.fn());
+    CHECK(hashes(proposals).front() == "c");
+    CHECK(informed.uninformed_rankings() == 0);
+}
+
+TEST_CASE("schedule screen: a toolchain whose schedule never answers is called no more") {
+    search::ScheduleScreen screen;
+    FakeSchedule schedule;  // answers nothing, as a target whose schedule is unsupported
+    std::vector<search::Proposal> proposals;
+    for (int idx = 0; idx < 20; ++idx) proposals.push_back(proposal(fmt::format("p{}", idx), "tiles", 100.0 + idx));
+    CHECK_FALSE(screen.blind());
+    screen.rank(proposals, 20, schedule.fn());
+    CHECK(screen.calls() == search::ScheduleScreen::k_blind_after);  // it stopped asking mid-window
+    CHECK(screen.blind());
+    CHECK(hashes(proposals).front() == "p0");
+    screen.rank(proposals, 20, schedule.fn());
+    CHECK(screen.calls() == search::ScheduleScreen::k_blind_after);
+
+    // one answer among the first calls and the screen keeps asking
+    search::ScheduleScreen answered;
+    FakeSchedule one;
+    one.set("p3", 50);
+    answered.rank(proposals, 20, one.fn());
+    CHECK_FALSE(answered.blind());
+    CHECK(answered.calls() == 20);
+    CHECK(hashes(proposals).front() == "p3");
 }
 
 TEST_CASE("schedule screen: the bias is learnt per family and the better predictor gets the weight") {

@@ -888,6 +888,45 @@ TEST_CASE("cost model: a template's own terms add to the target's for its family
     CHECK(message.find("'loads'") != std::string::npos);
 }
 
+TEST_CASE("a screen whose toolchain has no schedule goes blind and the search proposes as without one") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    const auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
+    const search::Design champion = tiles->instantiate({{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}});
+    auto make_request = [&] {
+        search::ProposalRequest request;
+        request.templates = {tiles};
+        request.champion = champion;
+        request.champion_cycles = 1e6;
+        request.age = 0.9;
+        request.seed = 11;
+        request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(3 + attempt); };
+        return request;
+    };
+    search::KernelSearch plain("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
+    search::KernelSearch screened("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
+    plain.mark_known(champion.content_hash);
+    screened.mark_known(champion.content_hash);
+    int calls = 0;
+    search::ProposalRequest blind_request = make_request();
+    blind_request.screen_width = 64;
+    blind_request.screen = [&](const search::Proposal&) {
+        ++calls;
+        return search::ScreenEstimate{std::nullopt, false, "schedule: unsupported"};
+    };
+    REQUIRE(screened.next_proposal(blind_request).has_value());
+    CHECK(calls == static_cast<int>(search::ScheduleScreen::k_blind_after));
+    CHECK(screened.screen().blind());
+    // blind now: no more calls, and the proposal is the one the search makes with no screen
+    const auto without = plain.next_proposal(make_request());
+    const auto with = screened.next_proposal(blind_request);
+    REQUIRE(without.has_value());
+    REQUIRE(with.has_value());
+    CHECK(with->design.content_hash == without->design.content_hash);
+    CHECK(calls == static_cast<int>(search::ScheduleScreen::k_blind_after));
+}
+
 TEST_CASE("an unmeasured family is entered after three measured steps without a gain, and only while one is left") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);

@@ -8,6 +8,7 @@
 #       resume:TGZ[:MINUTES]         unpack a packed campaign and run it on without a new kb build
 #       variants:FILE[:REPEAT]       bench_chains.py at batch 1 over template variants (FILE in tools/cuda-h200/)
 #       champions[:REPEAT]           bench_chains.py again with the last campaign's champions as designs
+#                                    (at that campaign's batch; champions-bBATCH.json)
 set -uo pipefail
 bundle=$(cd "$1" && pwd); shift
 out=${OUT:-/tmp/h200-out}; mkdir -p "$out"
@@ -50,7 +51,7 @@ for step in "$@"; do
       done
       log "champions ${designs[*]}"
       python3 "$tools/bench_chains.py" --cudac "$cudac" --root "$bundle" --repeat "${a:-30}" --batches "$batch" \
-        "${designs[@]}" --torch --out "$out/champions.json" ;;
+        "${designs[@]}" --torch --out "$out/champions-b$batch.json" ;;
     variants)  # variants:FILE:REPEAT — bench_chains.py at batch 1 over the lines of FILE, each TEMPLATE:P=V,P=V
       args=(); while read -r v; do [ -n "$v" ] && args+=(--variant "$v"); done < "$bundle/src/tools/cuda-h200/$a"
       log "variants ${#args[@]}"
