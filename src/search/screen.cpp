@@ -82,6 +82,8 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
     };
     std::vector<Scored> scored;
     std::map<std::string, ScreenFit> fits;  // one fit per family in this ranking
+    const ScreenEstimate none;              // for a design asked of a screen that went blind mid-window
+    bool informed = false;                  // some estimate in the window said anything
     for (std::size_t idx = 0; idx < count; ++idx) {
         Scored item;
         item.proposal = std::move(proposals[idx]);
@@ -93,7 +95,6 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
             cached = m_estimates.emplace(hash, estimate(item.proposal)).first;
             if (cached->second.cycles || cached->second.illegal) ++m_answers;
         }
-        const ScreenEstimate none;
         const ScreenEstimate& seen = cached == m_estimates.end() ? none : cached->second;
         const std::string& family = item.proposal.design.family;
         auto known_fit = fits.find(family);
@@ -101,8 +102,10 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
         item.fit = known_fit->second;
         const auto& model = item.proposal.predicted_cycles;
         if (seen.illegal) {
+            informed = true;
             item.score = std::numeric_limits<double>::max();  // last, but before those with no estimate at all
         } else if (seen.cycles && *seen.cycles > 0.0) {
+            informed = true;
             item.schedule = seen.cycles;
             item.corrected = *seen.cycles * std::exp(item.fit.schedule_bias);
             item.score = model && *model > 0.0 ? std::exp(item.fit.schedule_weight * std::log(*item.corrected) +
@@ -115,9 +118,6 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
     }
     // A toolchain without a schedule (or one that answered nothing here) has told the screen
     // nothing: the role's own order, with its exploration credit, stands.
-    const bool informed = std::any_of(scored.begin(), scored.end(), [](const Scored& item) {
-        return item.schedule.has_value() || item.score == std::numeric_limits<double>::max();
-    });
     if (!informed) {
         ++m_uninformed;
         for (std::size_t idx = 0; idx < count; ++idx) proposals[idx] = std::move(scored[idx].proposal);
