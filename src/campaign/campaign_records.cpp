@@ -77,6 +77,8 @@ Counters CampaignRecords::load_counters() {
     // the launches of a step killed in flight were never committed with its step, but are spent.
     counters.device_runs = std::max(counters_json.value("device_runs", std::int64_t{0}), m_store->device_launches());
     counters.device_secs = counters_json.value("device_secs", 0.0);
+    counters.screen_calls = counters_json.value("screen_calls", std::int64_t{0});
+    counters.screen_secs = counters_json.value("screen_secs", 0.0);
     counters.wall_secs_before = counters_json.value("wall_secs", 0.0);
     counters.run_start = std::chrono::steady_clock::now();
     return counters;
@@ -87,6 +89,8 @@ void CampaignRecords::save_counters(const Counters& counters) {
     tree.set_state("counters", nlohmann::json{{"step", counters.step},
                                               {"device_runs", counters.device_runs},
                                               {"device_secs", counters.device_secs},
+                                              {"screen_calls", counters.screen_calls},
+                                              {"screen_secs", counters.screen_secs},
                                               {"wall_secs", counters.wall_used()}}
                                    .dump());
     set_run_state("running");

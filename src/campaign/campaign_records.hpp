@@ -27,6 +27,8 @@ struct Counters {
     std::int64_t step = 0;
     std::int64_t device_runs = 0;
     double device_secs = 0.0;
+    std::int64_t screen_calls = 0;   ///< static-schedule calls of the search's screen (cache misses)
+    double screen_secs = 0.0;        ///< their wall time
     double wall_secs_before = 0.0;   ///< wall time of earlier runs
     std::chrono::steady_clock::time_point run_start = std::chrono::steady_clock::now();
     std::int64_t steps_this_run = 0;

@@ -7,6 +7,7 @@
 #include "campaign/driver_impl.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <map>
@@ -261,9 +262,21 @@ std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& ker
     }
     if (options.schedule_screen > 1) {
         request.screen_width = static_cast<std::size_t>(options.schedule_screen);
+        request.screen_open = [this] { return screen_budget_open(); };
         request.screen = [this, &kernel](const search::Proposal& proposal) {
+            if (!screen_budget_open()) {
+                search::ScreenEstimate unasked;
+                unasked.unasked = true;
+                unasked.why = fmt::format("the screen's share of the device time is spent ({:.1f} s of {:.1f} s × {})",
+                                          counters.screen_secs, counters.device_secs, options.screen_share.value_or(0.0));
+                return unasked;
+            }
             eval::Candidate candidate = records.candidate_of(proposal.design, 0, std::nullopt);
-            return evaluator->static_estimate(candidate, kernel.setup.context);
+            const auto started = std::chrono::steady_clock::now();
+            search::ScreenEstimate estimate = evaluator->static_estimate(candidate, kernel.setup.context);
+            counters.screen_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            ++counters.screen_calls;
+            return estimate;
         };
     }
     if (auto proposal = kernel.search.next_proposal(request)) return proposal;
@@ -275,6 +288,13 @@ std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& ker
     records.emit("kernel_exhausted", {{"kernel", kernel.name()}, {"reason", kernel.reason}});
     transaction.commit();
     return std::nullopt;
+}
+
+bool CampaignDriver::Impl::screen_budget_open() const {
+    // The screen costs wall time and no device run: it may spend its share of what the device
+    // runs took so far, so it is nearly free where they are slow and a small overhead where a
+    // run costs no more than a compile. Before any device run it waits.
+    return !options.screen_share || counters.screen_secs < *options.screen_share * counters.device_secs;
 }
 
 void CampaignDriver::Impl::revalidate_when_due(KernelRuntime& kernel) {

@@ -87,6 +87,9 @@ struct CampaignOptions {
     /// Template proposals per step the evaluator's static estimate screens (search.schedule_screen;
     /// 0: the cost model's order).
     std::int64_t schedule_screen = 0;
+    /// The screen's wall time as a share of the device runs' wall time it may reach
+    /// (search.screen_share); nullopt: no cap.
+    std::optional<double> screen_share;
     std::function<void(const Progress&)> progress;
     bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock
     /// Polled between steps; default: SIGINT/SIGTERM arrived (core/interrupt).
@@ -218,6 +221,9 @@ struct CampaignStatus {
     std::int64_t device_runs_budget = 0;
     double wall_secs_used = 0.0;
     double wall_secs_budget = 0.0;
+    double device_secs_used = 0.0;       ///< the device runs' wall time
+    std::int64_t screen_calls = 0;       ///< the static-schedule screen's calls (search.schedule_screen)
+    double screen_secs = 0.0;            ///< their wall time (capped at search.screen_share of device_secs_used)
     double geomean_speedup = 0.0;        ///< over kernels with a champion (0 when none)
     std::vector<KernelStatus> kernels;
     std::vector<LlmRoleStatus> llm_roles;  ///< empty without LLM calls

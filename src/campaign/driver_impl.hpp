@@ -204,6 +204,8 @@ struct CampaignDriver::Impl {
     /// kernel is blocked or exhausted (then recorded so, unless `may_exhaust` is false: a further
     /// candidate of a kernel with a step already in flight, whose outcome may give the search more).
     std::optional<search::Proposal> propose(KernelRuntime& kernel, std::int64_t step, bool may_exhaust = true);
+    /// The search may screen now: under search.screen_share of the device time (always without one).
+    bool screen_budget_open() const;
     /// After an accept: the champion re-raced against its predecessor when enough accepts passed.
     void revalidate_when_due(KernelRuntime& kernel);
     /// A kernel whose next step is a plain search step (no baseline, port, resumed or queued

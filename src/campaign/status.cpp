@@ -43,6 +43,9 @@ CampaignStatus campaign_status(store::CampaignStore& store) {
     // launches are counted as they start; a step killed in flight has charged them already
     status.device_runs_used = std::max(counters.value("device_runs", std::int64_t{0}), store.device_launches());
     status.wall_secs_used = counters.value("wall_secs", 0.0);
+    status.device_secs_used = counters.value("device_secs", 0.0);
+    status.screen_calls = counters.value("screen_calls", std::int64_t{0});
+    status.screen_secs = counters.value("screen_secs", 0.0);
     auto budgets = parse_object(lookup("budgets"));
     status.device_runs_budget = budgets.value("device_runs", std::int64_t{0});
     status.wall_secs_budget = budgets.value("wall_secs", 0.0);
@@ -162,6 +165,9 @@ nlohmann::json to_json(const CampaignStatus& status) {
             {"device_runs_budget", status.device_runs_budget},
             {"wall_secs_used", status.wall_secs_used},
             {"wall_secs_budget", status.wall_secs_budget},
+            {"device_secs_used", status.device_secs_used},
+            {"screen_calls", status.screen_calls},
+            {"screen_secs", status.screen_secs},
             {"geomean_speedup", status.geomean_speedup},
             {"kernels", kernels},
             {"llm_tokens_budget", status.llm_tokens_budget},
@@ -174,6 +180,10 @@ std::string render_status_text(const CampaignStatus& status) {
     if (status.state == "running") out += fmt::format(", pid {}, last step at {}", status.pid, status.heartbeat_at);
     out += fmt::format("\nsteps      {}, device runs {} of {}, wall {:.0f} s of {:.0f} s\n", status.steps,
                        status.device_runs_used, status.device_runs_budget, status.wall_secs_used, status.wall_secs_budget);
+    if (status.screen_calls > 0) {
+        out += fmt::format("screen     {} static-schedule calls, {:.0f} s against {:.0f} s of device runs\n",
+                           status.screen_calls, status.screen_secs, status.device_secs_used);
+    }
     for (const auto& kernel : status.kernels) {
         out += fmt::format("  {:<18} {:<9}", kernel.kernel, kernel.status);
         if (!kernel.shape.empty()) out += fmt::format(" shape {}", kernel.shape);

@@ -334,7 +334,9 @@ campaign::CampaignResult run_once(Workspace& workspace, const RunOverrides& over
     driver_options.revalidate_every_accepts = static_cast<int>(workspace.campaign.acceptance.revalidate_every_accepts);
     driver_options.strict_after = workspace.campaign.acceptance.strict_after;
     driver_options.max_steps = overrides.max_steps;
-    driver_options.schedule_screen = overrides.schedule_screen.value_or(workspace.campaign.search.schedule_screen);
+    const config::SearchConfig& search = overrides.search ? *overrides.search : workspace.campaign.search;
+    driver_options.schedule_screen = search.schedule_screen;
+    driver_options.screen_share = search.screen_share;
     driver_options.progress = overrides.progress;
     driver_options.stop_requested = overrides.stop_requested;
     driver_options.wall_reserve_secs = overrides.wall_reserve_secs;

@@ -84,7 +84,7 @@ struct RunOverrides {
     llm::ClientDeps llm_deps;                 ///< the LLM client's clock, sleeper, environment (tests)
     bool only_queued = false;                 ///< evaluate only the designs users added (`npuopt add`)
     std::optional<config::ParallelConfig> parallel;  ///< instead of campaign.yaml's `parallel:` (benchmarks)
-    std::optional<std::int64_t> schedule_screen;     ///< instead of campaign.yaml's search.schedule_screen (benchmarks)
+    std::optional<config::SearchConfig> search;      ///< instead of campaign.yaml's `search:` (benchmarks)
     RoleFactory roles;  ///< instead of the campaign's roles (benchmarks: `bench throughput`'s A/A copies)
 };
 

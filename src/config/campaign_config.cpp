@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <regex>
 #include <thread>
 
@@ -331,10 +332,22 @@ CampaignConfig load_campaign_config(const std::filesystem::path& campaign_yaml) 
     if (top.has("acceptance")) config.acceptance = parse_acceptance(top);
     if (top.has("parallel")) config.parallel = parse_parallel(top);
     if (top.has("search")) {
-        Fields search = top.map("search", {"schedule_screen"});
+        Fields search = top.map("search", {"schedule_screen", "screen_share"});
         config.search.schedule_screen = search.integer_or("schedule_screen", config.search.schedule_screen);
         if (config.search.schedule_screen < 0 || config.search.schedule_screen > 64) {
             search.fail_at("schedule_screen", "expected candidates per step in [0, 64] (0: no static screen)");
+        }
+        if (search.has("screen_share")) {
+            if (search.node()["screen_share"].IsScalar() && search.string("screen_share") == "unlimited") {
+                config.search.screen_share.reset();
+            } else {
+                const double share = search.number("screen_share");
+                if (!std::isfinite(share) || share < 0.0) {
+                    search.fail_at("screen_share",
+                                   "expected the screen's share of the device time, a number >= 0, or 'unlimited'");
+                }
+                config.search.screen_share = share;
+            }
         }
     }
     if (top.has("executor")) config.executor = parse_executor(top);
@@ -434,9 +447,13 @@ parallel:
 # design); the schedule's bias is learnt per family from the designs then measured, and it is
 # weighed against the cost model by how well each predicted them. Above 4, every one-parameter
 # move of the champion is among them (the schedule sees effects the model's quantities do not).
-# 0: the cost model's order.
+# 0: the cost model's order. screen_share: the wall time the screen may spend, as a share of the
+# device runs' wall time so far; a step screens only while under it (slow, scarce device runs:
+# nearly every step; runs as cheap as a compile: a small overhead). unlimited: no cap (the tree
+# for a seed then no longer depends on the machine's speed).
 search:
   schedule_screen: {schedule_screen}
+  screen_share: {screen_share}
 
 # Where toolchain calls run: local (here), or slurm (each call a batch job through sbatch, its
 # result back through <campaign>/spool on a file system the nodes share; a job that ends without a
@@ -500,6 +517,7 @@ llm:
         fmt::arg("max_retries", defaults.llm.max_retries), fmt::arg("retry_cap", defaults.llm.retry_cap_secs),
         fmt::arg("temperature", defaults.llm.temperature), fmt::arg("n", defaults.llm.n),
         fmt::arg("max_tokens", defaults.llm.max_tokens), fmt::arg("schedule_screen", defaults.search.schedule_screen),
+        fmt::arg("screen_share", defaults.search.screen_share ? fmt::format("{}", *defaults.search.screen_share) : std::string("unlimited")),
         fmt::arg("response_format", llm_response_format_name(defaults.llm.response_format)),
         fmt::arg("price_prompt", defaults.llm.price_prompt_per_1k),
         fmt::arg("price_completion", defaults.llm.price_completion_per_1k),

@@ -105,7 +105,13 @@ struct SearchConfig {
     /// device is used (a compile each, cached by design); the best combined estimate of the
     /// schedule (with its bias learnt per family) and the cost model is evaluated. 0: the cost
     /// model's order alone.
-    std::int64_t schedule_screen = 0;
+    std::int64_t schedule_screen = 64;
+    /// The wall time the screen may spend, as a share of the device time spent so far (the
+    /// launches' wall time): a step screens only while the screen is under it, and a window stops
+    /// asking once it is reached. Where device runs are slow and scarce the screen is nearly free
+    /// and screens every step; where they are as cheap as a compile it stays a small overhead.
+    /// nullopt (`unlimited`): no cap (the screen's wall time is not weighed).
+    std::optional<double> screen_share = 0.5;
 };
 
 /// Where toolchain calls run (campaign.yaml `executor:`): here, or each one as a Slurm batch job

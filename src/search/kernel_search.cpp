@@ -70,9 +70,11 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
     context.reopened_terms = request.reopened_terms;
     context.prediction_trust = prediction_trust();
     prepare_champion_model(context);
-    if (request.screen && request.screen_width > 1 && !m_screen.blind()) {
-        context.screen_width = static_cast<int>(request.screen_width);
-    }
+    // Screening this step: a screen that can still answer, and the campaign's budget for it open.
+    const bool screening = request.screen && request.screen_width > 1 && !m_screen.blind() &&
+                           (!request.screen_open || request.screen_open());
+    const std::size_t screen_width = screening ? request.screen_width : 0;
+    if (screening) context.screen_width = static_cast<int>(request.screen_width);
 
     std::set<std::string> unavailable;
     if (!context.reopened_terms.empty()) {
@@ -127,7 +129,7 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
             unavailable.insert(role_name);
             continue;
         }
-        m_screen.rank(proposals, request.screen_width, request.screen);
+        m_screen.rank(proposals, screen_width, request.screen);
         if (proposals.front().role.empty()) proposals.front().role = role_name;
         return std::move(proposals.front());
     }
@@ -144,7 +146,7 @@ std::optional<Proposal> KernelSearch::next_proposal(const ProposalRequest& reque
                                            [&](const Proposal& proposal) { return is_known(proposal.design.content_hash); }),
                             proposals.end());
             if (proposals.empty()) continue;
-            m_screen.rank(proposals, request.screen_width, request.screen);
+            m_screen.rank(proposals, screen_width, request.screen);
             if (proposals.front().role.empty()) proposals.front().role = role->name();
             return std::move(proposals.front());
         }

@@ -5,6 +5,7 @@
 // The driver (campaign/) only asks for a proposal and reports how the step ended.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,11 @@ struct ProposalRequest {
     /// first. 0 or 1, or no `screen`: the cost model's order stands.
     ScreenFn screen;
     std::size_t screen_width = 0;
+    /// Whether this step may screen at all (search.screen_share: the screen's wall time so far
+    /// is under its share of the device time). Closed: the step proposes as without a screen,
+    /// with no wide window. Empty: always open. Within a step, `screen` itself answers
+    /// `unasked` once the share is spent, and the rest of the window keeps the model's word.
+    std::function<bool()> screen_open;
 };
 
 /// The search of one kernel.

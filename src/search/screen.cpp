@@ -84,17 +84,24 @@ void ScheduleScreen::rank(std::vector<Proposal>& proposals, std::size_t width, c
     std::map<std::string, ScreenFit> fits;  // one fit per family in this ranking
     const ScreenEstimate none;              // for a design asked of a screen that went blind mid-window
     bool informed = false;                  // some estimate in the window said anything
+    bool spent = false;                     // the campaign's screen budget ran out in this window
     for (std::size_t idx = 0; idx < count; ++idx) {
         Scored item;
         item.proposal = std::move(proposals[idx]);
         item.model_rank = idx;
         const std::string& hash = item.proposal.design.content_hash;
         auto cached = m_estimates.find(hash);
-        if (cached == m_estimates.end() && !blind()) {
-            ++m_calls;
-            cached = m_estimates.emplace(hash, estimate(item.proposal)).first;
-            if (cached->second.cycles || cached->second.illegal) ++m_answers;
+        if (cached == m_estimates.end() && !blind() && !spent) {
+            ScreenEstimate answer = estimate(item.proposal);
+            if (answer.unasked) {
+                spent = true;  // the budget does not come back within a window: ask no more here
+            } else {
+                ++m_calls;
+                cached = m_estimates.emplace(hash, std::move(answer)).first;
+                if (cached->second.cycles || cached->second.illegal) ++m_answers;
+            }
         }
+        if (cached == m_estimates.end() && spent) ++m_unasked;
         const ScreenEstimate& seen = cached == m_estimates.end() ? none : cached->second;
         const std::string& family = item.proposal.design.family;
         auto known_fit = fits.find(family);

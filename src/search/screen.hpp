@@ -22,6 +22,9 @@ struct ScreenEstimate {
     std::optional<double> cycles;  ///< none: no estimate (illegal, or the toolchain has no schedule)
     bool illegal = false;          ///< the schedule rejected the design
     std::string why;               ///< why there is no estimate
+    /// The campaign did not ask the toolchain (the screen's share of the device time is spent):
+    /// not cached, not counted as a call, and the rest of the window goes unasked too.
+    bool unasked = false;
 };
 
 /// Estimates a proposal statically (the campaign's toolchain `schedule`).
@@ -58,6 +61,8 @@ public:
     static constexpr std::size_t k_blind_after = 8;
     /// Rankings that left the role's order because no estimate in the window said anything.
     std::size_t uninformed_rankings() const { return m_uninformed; }
+    /// Proposals of a window left unasked because the campaign's screen budget was spent.
+    std::size_t unasked() const { return m_unasked; }
 
 private:
     struct Errors {
@@ -68,6 +73,7 @@ private:
     std::map<std::string, Errors> m_errors;             ///< by family
     std::size_t m_calls = 0;
     std::size_t m_uninformed = 0;
+    std::size_t m_unasked = 0;
     std::size_t m_answers = 0;  ///< calls that brought cycles or an illegal verdict
 };
 

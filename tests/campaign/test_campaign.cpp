@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -329,6 +330,66 @@ TEST_CASE("with search.schedule_screen the static estimate reorders proposals an
     // the screen's device runs are the evaluations' own: a schedule call spends none
     CHECK(screened_result.device_runs_used == screened.device_runs + 2 * screened.revalidations);
     CHECK(plain_result.device_runs_used == plain.device_runs + 2 * plain.revalidations);
+}
+
+TEST_CASE("search.screen_share caps the screen's wall time at its share of the device time") {
+    ScratchDir templates("templates");
+    test::write_toy_templates(templates.path);
+    // Each schedule call takes a few milliseconds of real wall time; each evaluation reports 2 s
+    // of device time (the fake's). At a share of 0.0002 the screen may spend 0.4 ms per
+    // evaluation: about one call in ten evaluations, not a window of 4 in each step.
+    auto slow_schedule = [](double* longest) {
+        return [longest](const eval::Candidate& candidate) {
+            const auto started = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(4));
+            search::ScreenEstimate estimate;
+            estimate.cycles = 0.5 * true_cycles(candidate.quantities, read_file(candidate.source_file));
+            *longest = std::max(*longest, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+            return estimate;
+        };
+    };
+
+    double longest_free = 0.0;
+    ScratchDir free_dir("campaign-unlimited");
+    FakeEvaluator free_screen;
+    free_screen.schedule = slow_schedule(&longest_free);
+    auto free_options = toy_options(free_dir.path);
+    free_options.schedule_screen = 4;
+    run_toy(free_dir.path, templates.path, free_screen, free_options);
+
+    double longest = 0.0;
+    ScratchDir capped_dir("campaign-capped");
+    FakeEvaluator capped;
+    capped.schedule = slow_schedule(&longest);
+    auto options = toy_options(capped_dir.path);
+    options.schedule_screen = 4;
+    options.screen_share = 0.0002;
+    auto result = run_toy(capped_dir.path, templates.path, capped, options);
+    CHECK(result.stop == campaign::StopReason::finished);
+
+    auto store = store::CampaignStore::open(capped_dir.path / "campaign.db");
+    const campaign::CampaignStatus status = campaign::campaign_status(store);
+    MESSAGE("screen calls: " << free_screen.schedule_calls << " unlimited, " << capped.schedule_calls << " capped ("
+                             << status.screen_secs << " s against " << status.device_secs_used << " s of device time)");
+    CHECK(status.screen_calls == capped.schedule_calls);
+    CHECK(status.device_secs_used > 0.0);
+    CHECK(capped.schedule_calls > 0);
+    CHECK(capped.schedule_calls < free_screen.schedule_calls);
+    // checked before every call: it overshoots its share by one call at most
+    CHECK(status.screen_secs <= 0.0002 * status.device_secs_used + longest + 1e-3);  // + the call's own overhead
+    CHECK(campaign::render_status_text(status).find("static-schedule calls") != std::string::npos);
+    CHECK(campaign::to_json(status)["screen_calls"] == capped.schedule_calls);
+
+    // a share of 0 never opens the screen
+    ScratchDir closed_dir("campaign-closed");
+    FakeEvaluator closed;
+    double unused = 0.0;
+    closed.schedule = slow_schedule(&unused);
+    auto closed_options = toy_options(closed_dir.path);
+    closed_options.schedule_screen = 4;
+    closed_options.screen_share = 0.0;
+    run_toy(closed_dir.path, templates.path, closed, closed_options);
+    CHECK(closed.schedule_calls == 0);
 }
 
 TEST_CASE("a campaign resumes after a step limit without evaluating a design twice") {

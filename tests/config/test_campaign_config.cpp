@@ -57,6 +57,7 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.parallel.builders == 1);
     CHECK(campaign.parallel.devices == 1);
     CHECK(campaign.search.schedule_screen == defaults.search.schedule_screen);
+    CHECK(campaign.search.screen_share == defaults.search.screen_share);
     CHECK(campaign.executor.kind == "local");
     CHECK(campaign.executor.time_limit == defaults.executor.time_limit);
     CHECK(campaign.executor.retries == defaults.executor.retries);
@@ -76,6 +77,24 @@ TEST_CASE("campaign.yaml: search.schedule_screen is read and a bad value names t
     CHECK(load("target: t\nsearch: {schedule_screen: 200}\n").find("in [0, 64]") != std::string::npos);
     CHECK(load("target: t\nsearch: {schedule_screen: lots}\n").find("'search.schedule_screen'") != std::string::npos);
     CHECK(load("target: t\nsearch: {screen: 4}\n").find("screen") != std::string::npos);
+}
+
+TEST_CASE("campaign.yaml: search.screen_share is a share of the device time or unlimited") {
+    ScratchDir scratch;
+    std::string file = (scratch.path() / "campaign.yaml").string();
+    scratch.write("campaign.yaml", "target: t\n");
+    const auto defaults = config::load_campaign_config(file).search;
+    CHECK(defaults.schedule_screen == 64);  // the screen is on, capped by its share
+    REQUIRE(defaults.screen_share.has_value());
+    CHECK(*defaults.screen_share > 0.0);
+    scratch.write("campaign.yaml", "target: t\nsearch: {screen_share: 0.25}\n");
+    CHECK(config::load_campaign_config(file).search.screen_share == 0.25);
+    scratch.write("campaign.yaml", "target: t\nsearch: {screen_share: unlimited}\n");
+    CHECK_FALSE(config::load_campaign_config(file).search.screen_share.has_value());
+    auto load = [&](const std::string& text) { return campaign_error(scratch, text); };
+    CHECK(load("target: t\nsearch: {screen_share: -1}\n").find("'search.screen_share'") != std::string::npos);
+    CHECK(load("target: t\nsearch: {screen_share: -1}\n").find("unlimited") != std::string::npos);
+    CHECK(load("target: t\nsearch: {screen_share: lots}\n").find("'search.screen_share'") != std::string::npos);
 }
 
 TEST_CASE("campaign.yaml: parallel and executor are read and their errors name the key") {

@@ -35,11 +35,11 @@ struct FakeSchedule {
         return [this](const search::Proposal& asked) {
             ++calls[asked.design.content_hash];
             auto found = by_hash.find(asked.design.content_hash);
-            if (found == by_hash.end()) return search::ScreenEstimate{std::nullopt, false, "unknown design"};
+            if (found == by_hash.end()) return search::ScreenEstimate{std::nullopt, false, "unknown design", false};
             return found->second;
         };
     }
-    void set(const std::string& hash, double cycles) { by_hash[hash] = {cycles, false, ""}; }
+    void set(const std::string& hash, double cycles) { by_hash[hash] = {cycles, false, "", false}; }
 };
 
 std::vector<std::string> hashes(const std::vector<search::Proposal>& proposals) {
@@ -136,6 +136,40 @@ TEST_CASE("schedule screen: a toolchain whose schedule never answers is called n
     CHECK_FALSE(answered.blind());
     CHECK(answered.calls() == 20);
     CHECK(hashes(proposals).front() == "p3");
+}
+
+TEST_CASE("schedule screen: a window whose budget runs out asks no more and keeps the unasked for later") {
+    search::ScheduleScreen screen;
+    FakeSchedule schedule;
+    schedule.set("a", 300);
+    schedule.set("b", 200);
+    schedule.set("c", 40);
+    schedule.set("d", 50);
+    int budget = 2;  // calls the campaign still affords
+    int asked = 0;
+    search::ScreenFn metered = [&](const search::Proposal& item) {
+        ++asked;
+        if (budget <= 0) return search::ScreenEstimate{std::nullopt, false, "the screen's share is spent", true};
+        --budget;
+        return schedule.fn()(item);
+    };
+    std::vector<search::Proposal> proposals = {proposal("a", "tiles", 100), proposal("b", "tiles", 110),
+                                               proposal("c", "tiles", 120), proposal("d", "tiles", 130)};
+    screen.rank(proposals, 4, metered);
+    CHECK(asked == 3);             // a and b answered; c found the budget spent, d was not asked
+    CHECK(screen.calls() == 2);    // the unasked are no calls
+    CHECK(screen.unasked() == 2);
+    CHECK_FALSE(screen.blind());
+    // c and d keep the model's word (120, 130); b's combined estimate (148) beats a's (173)
+    CHECK(hashes(proposals) == std::vector<std::string>{"c", "d", "b", "a"});
+
+    // with budget again, the unasked are asked (they were not cached), the answered are not
+    budget = 10;
+    asked = 0;
+    screen.rank(proposals, 4, metered);
+    CHECK(asked == 2);
+    CHECK(screen.calls() == 4);
+    CHECK(hashes(proposals).front() == "c");  // schedule 40 against the model's 120: geometric mean 69
 }
 
 TEST_CASE("schedule screen: the bias is learnt per family and the better predictor gets the weight") {

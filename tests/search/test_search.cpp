@@ -913,7 +913,7 @@ TEST_CASE("a screen whose toolchain has no schedule goes blind and the search pr
     blind_request.screen_width = 64;
     blind_request.screen = [&](const search::Proposal&) {
         ++calls;
-        return search::ScreenEstimate{std::nullopt, false, "schedule: unsupported"};
+        return search::ScreenEstimate{std::nullopt, false, "schedule: unsupported", false};
     };
     REQUIRE(screened.next_proposal(blind_request).has_value());
     CHECK(calls == static_cast<int>(search::ScheduleScreen::k_blind_after));
@@ -925,6 +925,51 @@ TEST_CASE("a screen whose toolchain has no schedule goes blind and the search pr
     REQUIRE(with.has_value());
     CHECK(with->design.content_hash == without->design.content_hash);
     CHECK(calls == static_cast<int>(search::ScheduleScreen::k_blind_after));
+}
+
+TEST_CASE("a step whose screen budget is closed proposes as without a screen and makes no call") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    const auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
+    const search::Design champion = tiles->instantiate({{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}});
+    auto make_request = [&] {
+        search::ProposalRequest request;
+        request.templates = {tiles};
+        request.champion = champion;
+        request.champion_cycles = 1e6;
+        request.age = 0.9;
+        request.seed = 11;
+        request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(3 + attempt); };
+        return request;
+    };
+    search::KernelSearch plain("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
+    search::KernelSearch screened("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
+    plain.mark_known(champion.content_hash);
+    screened.mark_known(champion.content_hash);
+    int calls = 0;
+    bool open = false;
+    search::ProposalRequest request = make_request();
+    request.screen_width = 64;
+    request.screen_open = [&] { return open; };
+    request.screen = [&](const search::Proposal& asked) {
+        ++calls;  // a schedule that prefers the last proposal it sees
+        return search::ScreenEstimate{1.0 / static_cast<double>(calls) * 1e3 * static_cast<double>(asked.design.content_hash.size()),
+                                      false, "", false};
+    };
+    const auto without = plain.next_proposal(make_request());
+    const auto closed = screened.next_proposal(request);
+    REQUIRE(without.has_value());
+    REQUIRE(closed.has_value());
+    CHECK(calls == 0);
+    CHECK(closed->design.content_hash == without->design.content_hash);
+    CHECK(closed->reason.find("static schedule screen") == std::string::npos);
+    // open: the window is screened (the wide one: every one-parameter move is asked)
+    open = true;
+    const auto screened_step = screened.next_proposal(request);
+    REQUIRE(screened_step.has_value());
+    CHECK(calls > 4);
+    CHECK(screened_step->reason.find("static schedule screen") != std::string::npos);
 }
 
 TEST_CASE("an unmeasured family is entered after three measured steps without a gain, and only while one is left") {

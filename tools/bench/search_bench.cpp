@@ -20,12 +20,15 @@
 // a cell whose file exists is not run again. Output: the cells worst first (by npuopt's ratio),
 // then per strategy the geomean of champion ÷ minimum, the count of cells within 1.25×, and how
 // many champions differ from their family's defaults. --json prints all of it as JSON.
-// Strategies: npuopt (the campaign as campaign.yaml leaves it), npuopt-screen (the same with
-// search.schedule_screen 64: every one-parameter move of the champion and the model's best
-// other moves, 64 at most, through the static schedule before a device run), random (uniform samples of the templates), hill (one-step hill-climbing from the defaults).
+// Strategies: npuopt (the campaign without the static-schedule screen: search.schedule_screen 0),
+// npuopt-screen (search.schedule_screen 64 with no cap on its wall time: every one-parameter move
+// of the champion and the model's best other moves, 64 at most, through the static schedule before
+// a device run), npuopt-auto (campaign.yaml's defaults: the screen of 64 capped at
+// search.screen_share of the device runs' wall time), random (uniform samples of the templates),
+// hill (one-step hill-climbing from the defaults). Default: npuopt, random, hill.
 //
 //   npuopt_bench_search [--json] [--device-runs N] [--chips K | --chip-seeds A,B] [--shapes all|A,B]
-//                       [--kernels K,K] [--only npuopt,npuopt-screen,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
+//                       [--kernels K,K] [--only npuopt,npuopt-screen,npuopt-auto,random,hill] [--work DIR] [--verify-runs N] [--full-kb]
 //                       [--knowledge-dir DIR] [--profile FILE] [--best-known FILE [--record-best-known LABEL]]
 //
 // --best-known FILE: the best design known per cell, kept across runs (tools/bench/search_best_known.json:
@@ -335,11 +338,15 @@ fs::path chip_knowledge(const Chip& chip, const fs::path& chip_dir, const config
 
 /// Run one strategy's campaign in `dir` (a copy of the chip's knowledge base) for its one kernel.
 std::int64_t run_strategy(const std::string& name, campaign::Workspace& workspace, std::int64_t device_runs) {
-    if (name == "npuopt" || name == "npuopt-screen") {
+    if (name == "npuopt" || name == "npuopt-screen" || name == "npuopt-auto") {
         campaign::RunOverrides overrides;
         overrides.device_runs = device_runs;
-        // npuopt as campaign.yaml leaves it, or with the static-schedule screen of 4 candidates a step
-        overrides.schedule_screen = name == "npuopt-screen" ? 64 : 0;
+        // npuopt without the static-schedule screen (as all sessions up to 26 measured it), with the
+        // screen of 64 candidates a step and no cap on its wall time, or as campaign.yaml's defaults
+        // leave it (the screen capped at search.screen_share of the device time)
+        if (name == "npuopt") overrides.search = config::SearchConfig{0, std::nullopt};
+        if (name == "npuopt-screen") overrides.search = config::SearchConfig{64, std::nullopt};
+        if (name == "npuopt-auto") overrides.search = config::SearchConfig{};
         return campaign::run_workspace(workspace, overrides).device_runs_used;
     }
     auto model = workspace.hardware_model();
@@ -754,9 +761,10 @@ int main(int argc, char** argv) {
             if (chip_count <= 0) throw Error(ErrorKind::invalid_input, "--chips must be positive");
             if (verify_runs <= 0) throw Error(ErrorKind::invalid_input, "--verify-runs must be positive");
             for (const auto& name : strategies) {
-                if (name != "npuopt" && name != "npuopt-screen" && name != "random" && name != "hill") {
+                if (name != "npuopt" && name != "npuopt-screen" && name != "npuopt-auto" && name != "random" &&
+                    name != "hill") {
                     throw Error(ErrorKind::invalid_input,
-                                fmt::format("--only: unknown strategy '{}' (npuopt, npuopt-screen, random, hill)", name));
+                                fmt::format("--only: unknown strategy '{}' (npuopt, npuopt-screen, npuopt-auto, random, hill)", name));
                 }
             }
             if (strategies.empty()) throw Error(ErrorKind::invalid_input, "--only: no strategy named");
