@@ -111,7 +111,7 @@ struct SearchConfig {
     /// asking once it is reached. Where device runs are slow and scarce the screen is nearly free
     /// and screens every step; where they are as cheap as a compile it stays a small overhead.
     /// nullopt (`unlimited`): no cap (the screen's wall time is not weighed).
-    std::optional<double> screen_share = 0.5;
+    std::optional<double> screen_share = 1.0;
 };
 
 /// Where toolchain calls run (campaign.yaml `executor:`): here, or each one as a Slurm batch job
