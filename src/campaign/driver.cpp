@@ -291,10 +291,24 @@ std::optional<search::Proposal> CampaignDriver::Impl::propose(KernelRuntime& ker
 }
 
 bool CampaignDriver::Impl::screen_budget_open() const {
-    // The screen costs wall time and no device run: it may spend its share of what the device
-    // runs took so far, so it is nearly free where they are slow and a small overhead where a
-    // run costs no more than a compile. Before any device run it waits.
-    return !options.screen_share || counters.screen_secs < *options.screen_share * counters.device_secs;
+    // The screen costs wall time and no device run. It may always spend its share of what the
+    // device runs took so far: nearly free where they are slow, a bounded overhead where a run
+    // costs no more than a compile. Before any device run it waits.
+    if (!options.screen_share || counters.screen_secs < *options.screen_share * counters.device_secs) return true;
+    // Beyond its share, it spends the wall time the device runs will not need: while the
+    // campaign, at what a device run has cost so far (the screen's time included), would spend
+    // its whole device-run budget well inside its wall budget. A campaign that the wall budget
+    // ends (a demo, a night on a fast device) keeps its time for device runs.
+    if (*options.screen_share <= 0.0 || counters.device_runs <= 0 || options.device_run_budget <= 0) return false;
+    if (options.wall_budget_secs <= 0.0) return true;
+    constexpr double k_slack_margin = 0.8;  ///< of the wall time left, what the projection may take
+    const double used = counters.wall_used();
+    const double per_run = used / static_cast<double>(counters.device_runs);
+    const double runs_left = static_cast<double>(std::max<std::int64_t>(0, options.device_run_budget - counters.device_runs));
+    const double reserve = options.wall_reserve_secs ? options.wall_reserve_secs(counters.device_secs /
+                                                                                 static_cast<double>(counters.device_runs))
+                                                     : 0.0;
+    return per_run * runs_left < k_slack_margin * (options.wall_budget_secs - used - reserve);
 }
 
 void CampaignDriver::Impl::revalidate_when_due(KernelRuntime& kernel) {

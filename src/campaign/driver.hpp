@@ -87,8 +87,9 @@ struct CampaignOptions {
     /// Template proposals per step the evaluator's static estimate screens (search.schedule_screen;
     /// 0: the cost model's order).
     std::int64_t schedule_screen = 0;
-    /// The screen's wall time as a share of the device runs' wall time it may reach
-    /// (search.screen_share); nullopt: no cap.
+    /// The screen's wall time as a share of the device runs' wall time it may always reach, and
+    /// beyond it while the device-run budget would be spent well inside the wall budget
+    /// (search.screen_share); nullopt: no cap; 0: no screen.
     std::optional<double> screen_share;
     std::function<void(const Progress&)> progress;
     bool take_lock = true;                ///< exclusive flock on <dir>/campaign.lock

@@ -447,10 +447,11 @@ parallel:
 # design); the schedule's bias is learnt per family from the designs then measured, and it is
 # weighed against the cost model by how well each predicted them. Above 4, every one-parameter
 # move of the champion is among them (the schedule sees effects the model's quantities do not).
-# 0: the cost model's order. screen_share: the wall time the screen may spend, as a share of the
-# device runs' wall time so far; a step screens only while under it (slow, scarce device runs:
-# nearly every step; runs as cheap as a compile: a small overhead). unlimited: no cap (the tree
-# for a seed then no longer depends on the machine's speed).
+# 0: the cost model's order. screen_share: the wall time the screen may always spend, as a share
+# of the device runs' wall time so far; beyond it, only while the campaign would still spend its
+# device-run budget well inside its wall budget (slow, scarce device runs or a device-run budget
+# that binds: every step; a campaign the wall budget ends: its share). unlimited: no cap (the
+# tree for a seed then no longer depends on the machine's speed); 0: no screen.
 search:
   schedule_screen: {schedule_screen}
   screen_share: {screen_share}

@@ -106,11 +106,11 @@ struct SearchConfig {
     /// schedule (with its bias learnt per family) and the cost model is evaluated. 0: the cost
     /// model's order alone.
     std::int64_t schedule_screen = 64;
-    /// The wall time the screen may spend, as a share of the device time spent so far (the
-    /// launches' wall time): a step screens only while the screen is under it, and a window stops
-    /// asking once it is reached. Where device runs are slow and scarce the screen is nearly free
-    /// and screens every step; where they are as cheap as a compile it stays a small overhead.
-    /// nullopt (`unlimited`): no cap (the screen's wall time is not weighed).
+    /// The wall time the screen may always spend, as a share of the device time spent so far (the
+    /// launches' wall time); beyond it the screen spends slack only: while the campaign, at what a
+    /// device run has cost so far, would spend its device-run budget well inside its wall budget
+    /// (CampaignDriver::Impl::screen_budget_open). A step screens only while it is open, and a
+    /// window stops asking once it closes. nullopt (`unlimited`): no cap; 0: no screen.
     std::optional<double> screen_share = 1.0;
 };
 

@@ -332,7 +332,7 @@ TEST_CASE("with search.schedule_screen the static estimate reorders proposals an
     CHECK(plain_result.device_runs_used == plain.device_runs + 2 * plain.revalidations);
 }
 
-TEST_CASE("search.screen_share caps the screen's wall time at its share of the device time") {
+TEST_CASE("search.screen_share caps the screen's wall time at its share of the device time, beyond which it spends only slack") {
     ScratchDir templates("templates");
     test::write_toy_templates(templates.path);
     // Each schedule call takes a few milliseconds of real wall time; each evaluation reports 2 s
@@ -364,6 +364,8 @@ TEST_CASE("search.screen_share caps the screen's wall time at its share of the d
     auto options = toy_options(capped_dir.path);
     options.schedule_screen = 4;
     options.screen_share = 0.0002;
+    // a device-run budget no wall budget could see spent: no slack beyond the share
+    options.device_run_budget = 1'000'000'000'000;
     auto result = run_toy(capped_dir.path, templates.path, capped, options);
     CHECK(result.stop == campaign::StopReason::finished);
 
@@ -379,6 +381,20 @@ TEST_CASE("search.screen_share caps the screen's wall time at its share of the d
     CHECK(status.screen_secs <= 0.0002 * status.device_secs_used + longest + 1e-3);  // + the call's own overhead
     CHECK(campaign::render_status_text(status).find("static-schedule calls") != std::string::npos);
     CHECK(campaign::to_json(status)["screen_calls"] == capped.schedule_calls);
+
+    // beyond its share the screen spends the wall time the device runs will not need: here the
+    // device-run budget would be spent long before an unbounded wall budget, so it screens as
+    // freely as without a cap
+    double longest_slack = 0.0;
+    ScratchDir slack_dir("campaign-slack");
+    FakeEvaluator slack;
+    slack.schedule = slow_schedule(&longest_slack);
+    auto slack_options = toy_options(slack_dir.path);
+    slack_options.schedule_screen = 4;
+    slack_options.screen_share = 0.0002;
+    slack_options.wall_budget_secs = 1e12;
+    run_toy(slack_dir.path, templates.path, slack, slack_options);
+    CHECK(slack.schedule_calls == free_screen.schedule_calls);
 
     // a share of 0 never opens the screen
     ScratchDir closed_dir("campaign-closed");

@@ -972,6 +972,80 @@ TEST_CASE("a step whose screen budget is closed proposes as without a screen and
     CHECK(screened_step->reason.find("static schedule screen") != std::string::npos);
 }
 
+namespace {
+/// A role that proposes the points it is given, in order, skipping those the search knows.
+class ListRole final : public search::Role {
+public:
+    ListRole(std::shared_ptr<search::Template> family, std::vector<search::Assignment> points)
+        : m_family(std::move(family)), m_points(std::move(points)) {}
+    std::string name() const override { return "sampler"; }
+    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
+        for (const auto& point : m_points) {
+            search::Proposal proposal;
+            proposal.design = m_family->instantiate(point);
+            if (context.is_known && context.is_known(proposal.design.content_hash)) continue;
+            proposal.move = "listed";
+            return {proposal};
+        }
+        return {};
+    }
+
+private:
+    std::shared_ptr<search::Template> m_family;
+    std::vector<search::Assignment> m_points;
+};
+}  // namespace
+
+TEST_CASE("a search without an architect gets no defaults check and is not ended by a role it does not have") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    const auto kernel = toy_kernel(dir.path);
+    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
+    const search::Assignment departed = {{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}};
+    REQUIRE(departed != tiles->default_assignment());
+    std::vector<search::Assignment> points;
+    for (const auto& [assignment, move] : search::neighbour_assignments(*tiles, departed)) {
+        if (assignment != tiles->default_assignment()) points.push_back(assignment);
+    }
+    REQUIRE(points.size() >= 2);
+    std::vector<std::unique_ptr<search::Role>> roles;
+    roles.push_back(std::make_unique<ListRole>(tiles, points));
+    search::KernelSearch search("toy", std::move(roles), search::CostModel(synthetic_model()));
+    const search::Design champion = tiles->instantiate(departed);
+    search.mark_known(champion.content_hash);
+    // the scheduler has been paid under a name no role of this search has, and paid well
+    search::StepFeedback foreign;
+    foreign.kernel = "toy";
+    foreign.proposal.design = champion;
+    foreign.proposal.role = "architect";
+    foreign.verdict = eval::StepVerdict::accepted;
+    foreign.became_champion = true;
+    foreign.cycles = 500.0;
+    foreign.champion_cycles_before = 1000.0;
+    foreign.device_secs = 1.0;
+    search.notify(foreign);
+    search::StepFeedback poor;
+    poor.kernel = "toy";
+    poor.proposal.design = tiles->instantiate(points.back());
+    poor.proposal.role = "sampler";
+    poor.verdict = eval::StepVerdict::rejected;
+    poor.cycles = 900.0;
+    poor.champion_cycles_before = 500.0;
+    poor.device_secs = 1.0;
+    search.notify(poor);
+
+    search::ProposalRequest request;
+    request.templates = {tiles};
+    request.champion = champion;
+    request.champion_cycles = 500.0;
+    request.age = 0.5;
+    request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(5 + attempt); };
+    auto next = search.next_proposal(request);
+    REQUIRE(next.has_value());  // before session 27: nullopt, the kernel exhausted
+    CHECK(next->role == "sampler");
+    CHECK(next->design.content_hash != tiles->instantiate(tiles->default_assignment()).content_hash);
+}
+
 TEST_CASE("an unmeasured family is entered after three measured steps without a gain, and only while one is left") {
     ScratchDir dir;
     test::write_toy_templates(dir.path);
