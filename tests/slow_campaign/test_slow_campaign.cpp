@@ -103,7 +103,8 @@ std::filesystem::path make_sim_campaign(const std::filesystem::path& npuc, const
     yaml << fmt::format(
         "target: npu-sim\nkernels: [attention_output]\nseed: 5\n"
         "budgets: {{wall_time: 30m, device_runs: 2000}}\nsandbox: {{required: false}}\n"
-        "toolchain: {{bin: {}}}\nacceptance: {{clear_win_ratio: 0}}\n",
+        "toolchain: {{bin: {}}}\nacceptance: {{clear_win_ratio: 0}}\n"
+        "search: {{schedule_screen: 0}}\n",  // not about the screen: steps without its schedule calls
         std::filesystem::absolute(npuc).string());
     yaml.close();
     store::CampaignStore::open(dir / "campaign.db");
@@ -275,7 +276,8 @@ TEST_CASE("at a shape where the baseline fails the campaign still searches and i
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "campaign.yaml") << fmt::format(
         "target: npu-sim\nkernels: [project_qkv]\nshape: llama3.1-8b\nseed: 5\n"
-        "budgets: {{wall_time: 20m, device_runs: 60}}\nsandbox: {{required: false}}\ntoolchain: {{bin: {}}}\n",
+        "budgets: {{wall_time: 20m, device_runs: 60}}\nsandbox: {{required: false}}\ntoolchain: {{bin: {}}}\n"
+        "search: {{schedule_screen: 0}}\n",  // not about the screen: steps without its schedule calls
         std::filesystem::absolute(npuc).string());
     store::CampaignStore::open(dir / "campaign.db");
     campaign::RunOverrides options;
@@ -385,7 +387,7 @@ TEST_CASE("a campaign switched from npuc 1.0 to 1.1 mid-run keeps every measurem
         std::ofstream yaml(dir / "campaign.yaml", std::ios::trunc);
         yaml << fmt::format("target: npu-sim\nkernels: [attention_output]\nseed: 5\n"
                             "budgets: {{wall_time: 20m, device_runs: 400}}\nsandbox: {{required: false}}\n"
-                            "toolchain: {{bin: {}}}\n",
+                            "toolchain: {{bin: {}}}\nsearch: {{schedule_screen: 0}}\n",  // not about the screen
                             npuc.string());
     };
     write_yaml(npuc_10);
