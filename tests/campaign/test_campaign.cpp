@@ -349,21 +349,25 @@ TEST_CASE("search.screen_share caps the screen's wall time at its share of the d
         };
     };
 
+    // a screen window of 4 with the share given (nullopt: no cap)
+    auto screened_options = [](const std::filesystem::path& dir, std::optional<double> share) {
+        auto options = toy_options(dir);
+        options.schedule_screen = 4;
+        options.screen_share = share;
+        return options;
+    };
+
     double longest_free = 0.0;
     ScratchDir free_dir("campaign-unlimited");
     FakeEvaluator free_screen;
     free_screen.schedule = slow_schedule(&longest_free);
-    auto free_options = toy_options(free_dir.path);
-    free_options.schedule_screen = 4;
-    run_toy(free_dir.path, templates.path, free_screen, free_options);
+    run_toy(free_dir.path, templates.path, free_screen, screened_options(free_dir.path, std::nullopt));
 
     double longest = 0.0;
     ScratchDir capped_dir("campaign-capped");
     FakeEvaluator capped;
     capped.schedule = slow_schedule(&longest);
-    auto options = toy_options(capped_dir.path);
-    options.schedule_screen = 4;
-    options.screen_share = 0.0002;
+    auto options = screened_options(capped_dir.path, 0.0002);
     // a device-run budget no wall budget could see spent: no slack beyond the share
     options.device_run_budget = 1'000'000'000'000;
     auto result = run_toy(capped_dir.path, templates.path, capped, options);
@@ -389,9 +393,7 @@ TEST_CASE("search.screen_share caps the screen's wall time at its share of the d
     ScratchDir slack_dir("campaign-slack");
     FakeEvaluator slack;
     slack.schedule = slow_schedule(&longest_slack);
-    auto slack_options = toy_options(slack_dir.path);
-    slack_options.schedule_screen = 4;
-    slack_options.screen_share = 0.0002;
+    auto slack_options = screened_options(slack_dir.path, 0.0002);
     slack_options.wall_budget_secs = 1e12;
     run_toy(slack_dir.path, templates.path, slack, slack_options);
     CHECK(slack.schedule_calls == free_screen.schedule_calls);
@@ -401,10 +403,7 @@ TEST_CASE("search.screen_share caps the screen's wall time at its share of the d
     FakeEvaluator closed;
     double unused = 0.0;
     closed.schedule = slow_schedule(&unused);
-    auto closed_options = toy_options(closed_dir.path);
-    closed_options.schedule_screen = 4;
-    closed_options.screen_share = 0.0;
-    run_toy(closed_dir.path, templates.path, closed, closed_options);
+    run_toy(closed_dir.path, templates.path, closed, screened_options(closed_dir.path, 0.0));
     CHECK(closed.schedule_calls == 0);
 }
 

@@ -888,13 +888,25 @@ TEST_CASE("cost model: a template's own terms add to the target's for its family
     CHECK(message.find("'loads'") != std::string::npos);
 }
 
-TEST_CASE("a screen whose toolchain has no schedule goes blind and the search proposes as without one") {
+namespace {
+/// Two searches of the toy tiles family from the same champion (off its defaults), one to run
+/// without a screen and one with it, and a late step's request from that champion.
+struct ScreenPair {
     ScratchDir dir;
-    test::write_toy_templates(dir.path);
-    const auto kernel = toy_kernel(dir.path);
-    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
-    const search::Design champion = tiles->instantiate({{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}});
-    auto make_request = [&] {
+    config::KernelSpec kernel;
+    std::shared_ptr<search::Template> tiles;
+    search::Design champion;
+    search::KernelSearch plain{"toy", search::make_heuristic_roles(), search::CostModel(synthetic_model())};
+    search::KernelSearch screened{"toy", search::make_heuristic_roles(), search::CostModel(synthetic_model())};
+    ScreenPair() {
+        test::write_toy_templates(dir.path);
+        kernel = toy_kernel(dir.path);
+        tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
+        champion = tiles->instantiate({{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}});
+        plain.mark_known(champion.content_hash);
+        screened.mark_known(champion.content_hash);
+    }
+    search::ProposalRequest make_request() const {
         search::ProposalRequest request;
         request.templates = {tiles};
         request.champion = champion;
@@ -903,11 +915,15 @@ TEST_CASE("a screen whose toolchain has no schedule goes blind and the search pr
         request.seed = 11;
         request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(3 + attempt); };
         return request;
-    };
-    search::KernelSearch plain("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
-    search::KernelSearch screened("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
-    plain.mark_known(champion.content_hash);
-    screened.mark_known(champion.content_hash);
+    }
+};
+}  // namespace
+
+TEST_CASE("a screen whose toolchain has no schedule goes blind and the search proposes as without one") {
+    ScreenPair pair;
+    search::KernelSearch& plain = pair.plain;
+    search::KernelSearch& screened = pair.screened;
+    auto make_request = [&] { return pair.make_request(); };
     int calls = 0;
     search::ProposalRequest blind_request = make_request();
     blind_request.screen_width = 64;
@@ -928,25 +944,10 @@ TEST_CASE("a screen whose toolchain has no schedule goes blind and the search pr
 }
 
 TEST_CASE("a step whose screen budget is closed proposes as without a screen and makes no call") {
-    ScratchDir dir;
-    test::write_toy_templates(dir.path);
-    const auto kernel = toy_kernel(dir.path);
-    auto tiles = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"), kernel, "toy-target");
-    const search::Design champion = tiles->instantiate({{"ENGINES", 4}, {"PACKET", 1024}, {"ROWS", 32}, {"BUFFERS", 1}});
-    auto make_request = [&] {
-        search::ProposalRequest request;
-        request.templates = {tiles};
-        request.champion = champion;
-        request.champion_cycles = 1e6;
-        request.age = 0.9;
-        request.seed = 11;
-        request.pick_seed = [](std::size_t attempt) { return static_cast<std::uint64_t>(3 + attempt); };
-        return request;
-    };
-    search::KernelSearch plain("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
-    search::KernelSearch screened("toy", search::make_heuristic_roles(), search::CostModel(synthetic_model()));
-    plain.mark_known(champion.content_hash);
-    screened.mark_known(champion.content_hash);
+    ScreenPair pair;
+    search::KernelSearch& plain = pair.plain;
+    search::KernelSearch& screened = pair.screened;
+    auto make_request = [&] { return pair.make_request(); };
     int calls = 0;
     bool open = false;
     search::ProposalRequest request = make_request();

@@ -88,62 +88,46 @@ search::Proposal naive_proposal(search::Design design, std::string role, std::st
     return proposal;
 }
 
-/// Random search: a random non-baseline template, each parameter a random value of its domain.
-class RandomRole final : public search::Role {
-public:
-    std::string name() const override { return "random"; }
-    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
-        std::mt19937_64 random(context.seed);
-        std::vector<std::shared_ptr<search::Template>> families;
-        for (const auto& family : context.templates) {
-            if (!family->is_baseline()) families.push_back(family);
-        }
-        std::vector<search::Proposal> proposals;
-        if (families.empty()) return proposals;
-        // Rejection sampling: uniform over each family's feasible points. The shape-generic
-        // templates' constraints leave a small share of their grids feasible (ao_streamed at
-        // llama3.2-3b: well under 1 in 64), so a few dozen draws found nothing and the role
-        // came back empty: the kernel was exhausted after 6 to 9 designs (session 27).
-        for (int attempt = 0; attempt < k_attempts && proposals.empty(); ++attempt) {
-            const auto& family = families[random() % families.size()];
-            search::Assignment assignment;
-            for (const auto& param : family->params()) {
-                assignment[param.name] = param.values.empty() ? param.default_value
-                                                              : param.values[random() % param.values.size()];
-            }
-            if (family->check_constraints(assignment)) continue;
-            auto design = family->instantiate(assignment);
-            if (context.is_known && context.is_known(design.content_hash)) continue;
-            proposals.push_back(naive_proposal(design, "random", "sample " + family->name(), "uniform random sample"));
-        }
-        return proposals;
-    }
+/// Draws per proposal before a naive role comes back empty. The shape-generic templates'
+/// constraints leave a small share of their grids feasible (ao_streamed at llama3.2-3b: well under
+/// 1 in 64), so a few dozen draws found nothing and random search was exhausted after 6 to 9
+/// designs (session 27).
+constexpr int k_sample_attempts = 200000;
 
-private:
-    static constexpr int k_attempts = 200000;  ///< draws per proposal before the role comes back empty
-};
-
-/// A random feasible point of a random family that `context` does not know yet (rejection
-/// sampling, as RandomRole), or nullopt.
-std::optional<std::pair<std::shared_ptr<search::Template>, search::Assignment>> random_feasible_point(
-    const search::SearchContext& context, std::mt19937_64& random, int attempts) {
+/// A design at a random feasible point of a random family that `context` does not know yet, by
+/// rejection sampling (uniform over each family's feasible points), with its family; or nullopt.
+std::optional<std::pair<std::shared_ptr<search::Template>, search::Design>> random_feasible_design(
+    const search::SearchContext& context, std::mt19937_64& random) {
     std::vector<std::shared_ptr<search::Template>> families;
     for (const auto& family : context.templates) {
         if (!family->is_baseline()) families.push_back(family);
     }
     if (families.empty()) return std::nullopt;
-    for (int attempt = 0; attempt < attempts; ++attempt) {
+    for (int attempt = 0; attempt < k_sample_attempts; ++attempt) {
         const auto& family = families[random() % families.size()];
         search::Assignment assignment;
         for (const auto& param : family->params()) {
             assignment[param.name] = param.values.empty() ? param.default_value : param.values[random() % param.values.size()];
         }
         if (family->check_constraints(assignment)) continue;
-        if (context.is_known && context.is_known(family->instantiate(assignment).content_hash)) continue;
-        return std::make_pair(family, assignment);
+        search::Design design = family->instantiate(assignment);
+        if (context.is_known && context.is_known(design.content_hash)) continue;
+        return std::make_pair(family, std::move(design));
     }
     return std::nullopt;
 }
+
+/// Random search: a random non-baseline template, each parameter a random value of its domain.
+class RandomRole final : public search::Role {
+public:
+    std::string name() const override { return "random"; }
+    std::vector<search::Proposal> propose(const search::SearchContext& context) override {
+        std::mt19937_64 random(context.seed);
+        auto sample = random_feasible_design(context, random);
+        if (!sample) return {};
+        return {naive_proposal(std::move(sample->second), "random", "sample " + sample->first->name(), "uniform random sample")};
+    }
+};
 
 /// Greedy hill-climbing with random restarts: move one parameter of the current point to a
 /// neighbouring value of its domain (the first neighbour not tried, in a random order) and climb
@@ -218,9 +202,9 @@ public:
             return proposals;
         }
         // a local optimum: start again from a random feasible point
-        if (auto restart = random_feasible_point(context, random, k_restart_attempts)) {
-            proposals.push_back(naive_proposal(restart->first->instantiate(restart->second), "hill",
-                                               "restart " + restart->first->name(), "random restart at a local optimum"));
+        if (auto restart = random_feasible_design(context, random)) {
+            proposals.push_back(naive_proposal(std::move(restart->second), "hill", "restart " + restart->first->name(),
+                                               "random restart at a local optimum"));
         }
         return proposals;
     }
@@ -237,7 +221,6 @@ public:
     }
 
 private:
-    static constexpr int k_restart_attempts = 200000;
     std::optional<search::Design> m_current;  ///< the point the climb is at
     double m_current_cycles = 0.0;
 };
