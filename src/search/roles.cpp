@@ -436,10 +436,34 @@ public:
             champion_predicted = context.cost_model->predict(tmpl->family(), merged_quantities(*tmpl, context.champion->params),
                                                              &context.champion->params);
         }
-        return to_proposals(context, scored, name(), [&](const ScoredAssignment& item) {
+        auto proposals = to_proposals(context, scored, name(), [&](const ScoredAssignment& item) {
             return fmt::format("neighbour of the champion ranked by the cost model: predicted {} vs {} cycles{}",
                                cycles_text(item.predicted), cycles_text(champion_predicted),
                                item.explore > 0.0 ? "; moves to a value never measured" : "");
+        });
+        if (!proposals.empty() || !context.is_known) return proposals;
+        // Every feasible neighbour of the champion is measured (or in flight): a family of a few
+        // params has some 50 of them where DM binds, fewer than a 100-run budget. The walk goes on
+        // from the neighbours, one or two moves farther, ranked by the model as before, instead of
+        // ending the kernel with runs left (session 28: a project_qkv search stopped after 75 of its
+        // 100 runs).
+        std::vector<ScoredAssignment> farther;
+        std::set<Assignment> seen = {context.champion->params};
+        for (const auto& item : scored) seen.insert(item.assignment);
+        for (const auto& via : scored) {
+            for (auto& [assignment, move] : neighbour_assignments(*tmpl, via.assignment)) {
+                if (!seen.insert(assignment).second) continue;
+                auto item = score_assignment(context, *tmpl, assignment, via.move + " then " + move);
+                if (!item) continue;
+                item->explore = explore_credit(context, effects, item->assignment);
+                farther.push_back(std::move(*item));
+            }
+        }
+        rank(farther, context.seed ^ 0x2545f4914f6cdd1dULL);
+        return to_proposals(context, farther, name(), [&](const ScoredAssignment& item) {
+            return fmt::format("the champion's neighbours are all measured: a move beyond them ranked by the cost "
+                               "model, predicted {} vs {} cycles",
+                               cycles_text(item.predicted), cycles_text(champion_predicted));
         });
     }
 };

@@ -1097,3 +1097,52 @@ TEST_CASE("an unmeasured family is entered after three measured steps without a 
         measured_no_gain(next->design, next->role);
     }
 }
+
+TEST_CASE("the tuner walks on beyond the champion's neighbours once all of them are measured, and stops when the family is") {
+    ScratchDir dir;
+    test::write_toy_templates(dir.path);
+    auto tmpl = search::Template::load(config::load_template_config(dir.path / "toy_tiles.template.yaml"),
+                                       toy_kernel(dir.path), "toy-target");
+    search::CostModel model(synthetic_model());
+    search::SearchContext context;
+    context.kernel = "toy";
+    context.templates = {tmpl};
+    context.cost_model = &model;
+    const search::Assignment base = {{"ENGINES", 2}, {"PACKET", 1024}, {"ROWS", 16}, {"BUFFERS", 1}};
+    context.champion = tmpl->instantiate(base);
+    context.champion_cycles = 1e6;
+    context.max_proposals = 200;
+
+    std::set<std::string> known = {context.champion->content_hash};
+    std::set<search::Assignment> neighbourhood;
+    for (const auto& [assignment, move] : search::neighbour_assignments(*tmpl, base)) {
+        known.insert(tmpl->instantiate(assignment).content_hash);
+        neighbourhood.insert(assignment);
+    }
+    context.is_known = [&](const std::string& hash) { return known.count(hash) > 0; };
+    auto tuner = search::make_tuner();
+    const auto farther = tuner->propose(context);
+    REQUIRE_FALSE(farther.empty());  // before session 28: empty, and the kernel ended with runs left
+    for (const auto& proposal : farther) {
+        CHECK(known.count(proposal.design.content_hash) == 0);
+        CHECK(neighbourhood.count(proposal.design.params) == 0);
+        CHECK_FALSE(tmpl->check_constraints(proposal.design.params).has_value());
+        int changed = 0;
+        for (const auto& [name, value] : proposal.design.params) changed += base.at(name) != value;
+        CHECK(changed >= 2);
+        CHECK(proposal.reason.find("neighbours are all measured") != std::string::npos);
+    }
+
+    // every design of the family measured: nothing left to propose
+    for (double engines : {1, 2, 4, 8}) {
+        for (double packet : {256, 1024, 4096}) {
+            for (double rows : {8, 16, 32, 64}) {
+                for (double buffers : {1, 2}) {
+                    known.insert(tmpl->instantiate({{"ENGINES", engines}, {"PACKET", packet}, {"ROWS", rows}, {"BUFFERS", buffers}})
+                                     .content_hash);
+                }
+            }
+        }
+    }
+    CHECK(tuner->propose(context).empty());
+}
