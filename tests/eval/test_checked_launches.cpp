@@ -359,7 +359,7 @@ TEST_CASE("target.yaml run_check.fraction is read, defaults to every launch and 
     CHECK(message.find("run_check.fraction") != std::string::npos);
 }
 
-TEST_CASE("a check proposal is taken on the screen's clear win and never raced") {
+TEST_CASE("a check proposal is taken on the screen's clear win, raced only where its screen median is under half the clear-win margin") {
     auto evaluate = [](double cycles) {
         Campaign campaign(checks_toolchain());
         CascadeConfig config = quick_config();
@@ -370,8 +370,9 @@ TEST_CASE("a check proposal is taken on the screen's clear win and never raced")
         candidate.clear_win_only = true;
         return cascade.evaluate(candidate, champion, campaign.kernel());
     };
-    // 0.95x the champion: through the screen, no clear win, and no race launch at all
-    const Outcome near = evaluate(9500);
+    // 0.97x the champion: through the screen, no clear win, a near tie (over 0.95x, half the
+    // clear-win margin), and no race launch at all
+    const Outcome near = evaluate(9700);
     INFO("near tie: " << near.final_reason);
     REQUIRE(near.stages.back().stage == StageKind::race);
     CHECK(near.stages.back().device_runs == 0);
@@ -398,6 +399,13 @@ TEST_CASE("a check proposal is taken on the screen's clear win and never raced")
         CHECK(checked.accepted);
         CHECK(checked.stages.back().stage == StageKind::screen);
     }
+    // 0.92x: no clear win (its slowest launch is not under 0.90x), but under 0.95x: no tie,
+    // raced and accepted (before session 28: dropped unraced, as the near tie above)
+    const Outcome gain = evaluate(9200);
+    INFO("a gain short of a clear win: " << gain.final_reason);
+    REQUIRE(gain.stages.back().stage == StageKind::race);
+    CHECK(gain.stages.back().device_runs > 0);
+    CHECK(gain.accepted);
     // 0.5x: the screen's clear win takes it without a race
     const Outcome clear = evaluate(5000);
     INFO("clear win: " << clear.final_reason);
