@@ -15,9 +15,10 @@ times the template's cell count), the largest ratio and how many designs no long
 The chips' profiles are read from W/chip-N/chip.profile and checked against the best-known file's
 sha256, so the runs are on the very chips the best designs were found on. Templates are read from
 dsl_templates/npu-sim at the current checkout: run it at the commit whose params you want to judge
-(session 28 ran it at 3ed9edf, before the cut).
+(session 28 ran it at 3ed9edf, before the cut). A best design with a param the template no longer has is
+skipped with a message: it is a point of an older version of the template.
 """
-import argparse, collections, glob, hashlib, json, math, os, statistics, subprocess, tempfile
+import argparse, collections, hashlib, json, math, os, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATES = os.path.join(ROOT, 'dsl_templates', 'npu-sim')
@@ -29,16 +30,12 @@ def defaults_of(template):
     return {name: p['default'] for name, p in spec['params'].items()}
 
 
-def shapes_from_results():
-    shapes = {}
-    for f in glob.glob(os.path.join(ROOT, 'tools/bench/search_results_raw/**/*.json'), recursive=True):
-        try:
-            d = json.load(open(f))
-        except (ValueError, OSError):
-            continue
-        if isinstance(d, dict) and 'shape_values' in d:
-            shapes[(d['shape'], d['kernel'])] = ','.join(f'{k}={v}' for k, v in d['shape_values'].items())
-    return shapes
+def named_shapes():
+    """(shape name, kernel) -> npuc's --shape argument, from the target's kernels.yaml."""
+    import yaml
+    spec = yaml.safe_load(open(os.path.join(ROOT, 'knowledge', 'npu-sim', 'kernels.yaml')))
+    return {(name, kernel['name']): ','.join(f'{k}={v}' for k, v in values.items())
+            for kernel in spec['kernels'] for name, values in (kernel.get('shapes') or {}).items()}
 
 
 def measure(npuc, template, params, kernel, shape, profile, repeat, scratch):
@@ -65,7 +62,7 @@ def measure(npuc, template, params, kernel, shape, profile, repeat, scratch):
 
 def run(args):
     best = json.load(open(os.path.join(ROOT, 'tools/bench/search_best_known.json')))['cells']
-    shapes = shapes_from_results()
+    shapes = named_shapes()
     done = set()
     if os.path.exists(args.out):
         for line in open(args.out):
@@ -86,6 +83,10 @@ def run(args):
                 raise SystemExit(f'{profile}: not the chip {cell} was found on (sha256 differs)')
             shape = shapes[(shape_name, kernel)]
             params = known['params']
+            gone = sorted(set(params) - set(defaults[template]))
+            if gone:  # a design of an older version of the template: not this template's point
+                print(f'{cell}: skipped, params the template no longer has: {", ".join(gone)}', file=sys.stderr)
+                continue
             base = None
             for name in sorted(params):
                 default = defaults[template].get(name)
