@@ -100,6 +100,65 @@ TEST_CASE("adversarial corpus: every kernel has a header, a test, and the corpus
     CHECK(corpus.size() == k_tested.size());
 }
 
+TEST_CASE("a gaming kernel the race accepted is run twice more and counts as rejected only when neither rerun accepts") {
+    npuopt::bench::AdversarialRow first;
+    first.item.expect = "rejected";
+    first.verdict = "accepted";
+    first.stage = "race";
+    first.reason = "race: accept: speedup 1.022";
+    auto row = [](const std::string& verdict, const std::string& stage) {
+        npuopt::bench::AdversarialRow rerun;
+        rerun.item.expect = "rejected";
+        rerun.verdict = verdict;
+        rerun.stage = stage;
+        rerun.met = verdict == "rejected";
+        rerun.reason = stage + ": " + verdict;
+        return rerun;
+    };
+    SUBCASE("both reruns rejected: a false accept of an equal design") {
+        int calls = 0;
+        const auto result = npuopt::bench::confirm_gaming_accept(first, [&] { ++calls; return row("rejected", "screen"); });
+        CHECK(calls == 2);
+        CHECK(result.verdict == "rejected");
+        CHECK(result.met);
+        CHECK(result.reason.find("attempt 1 accepted by the race (race: accept: speedup 1.022)") != std::string::npos);
+        CHECK(result.reason.find("attempt 3 rejected at screen") != std::string::npos);
+    }
+    SUBCASE("a rerun accepts: the attack (or a real gain) is not excused") {
+        int calls = 0;
+        const auto result = npuopt::bench::confirm_gaming_accept(first, [&] {
+            return ++calls == 1 ? row("rejected", "race") : row("accepted", "race");
+        });
+        CHECK(calls == 2);
+        CHECK(result.verdict == "accepted");
+        CHECK_FALSE(result.met);
+        CHECK(result.reason.find("attempt 3 accepted at race") != std::string::npos);
+    }
+    SUBCASE("a rerun that lets something escape is not excused") {
+        const auto result = npuopt::bench::confirm_gaming_accept(first, [&] {
+            auto rerun = row("rejected", "screen");
+            rerun.escapes = {"canary secret in campaign.db"};
+            return rerun;
+        });
+        CHECK_FALSE(result.met);
+        CHECK(result.escapes.size() == 1);
+    }
+    SUBCASE("a clear win, a rejected case and a control are not run again") {
+        int calls = 0;
+        auto never = [&] { ++calls; return row("rejected", "screen"); };
+        auto clear_win = first;
+        clear_win.stage = "screen";
+        clear_win.met = false;
+        CHECK_FALSE(npuopt::bench::confirm_gaming_accept(clear_win, never).met);
+        auto control = first;
+        control.item.expect = "accepted";
+        control.met = true;
+        CHECK(npuopt::bench::confirm_gaming_accept(control, never).verdict == "accepted");
+        CHECK(npuopt::bench::confirm_gaming_accept(row("rejected", "race"), never).met);
+        CHECK(calls == 0);
+    }
+}
+
 #define ADVERSARIAL_CASE(NAME) \
     TEST_CASE("adversarial: " #NAME) { check_adversarial(#NAME); }
 

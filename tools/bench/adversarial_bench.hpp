@@ -82,6 +82,15 @@ struct AdversarialReport {
 };
 
 /// Plant the canaries, run every case, remove the canaries and (unless `keep`) the campaigns.
+/// A gaming kernel whose attack does nothing is an honest copy of the baseline, and a race between
+/// equal designs accepts now and then by design (at most alpha per race; about 0.5 % measured,
+/// src/eval/STATISTICS.md). So a gaming case the race accepted (a gain under the clear-win margin)
+/// is run twice more (`again`: a fresh scratch campaign, fresh launch noise) and counts as rejected
+/// only when neither rerun accepts; the reason lists every attempt. An attack that works is
+/// accepted every time; an equal design twice more with probability about alpha^2. Any other row
+/// (a clear win, an escape, a control) is returned as it is, `again` not called.
+AdversarialRow confirm_gaming_accept(AdversarialRow first, const std::function<AdversarialRow()>& again);
+
 AdversarialReport run_adversarial_bench(const AdversarialOptions& options);
 
 nlohmann::json adversarial_report_json(const AdversarialReport& report);
