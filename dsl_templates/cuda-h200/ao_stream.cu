@@ -29,6 +29,15 @@
 //     normalises every row (its loads issued together, one round trip); it resets the counter.
 //   EARLY 1 (LOADER 0): the first tile's loads are the first thing a thread issues (the epilogue's
 //     residual / post_norm loads after them), the block's row range in 32-bit arithmetic.
+//   MMA 1 (LOADER 0, SROWS 8): the tile's dot products on the tensor cores instead of CUDA-core
+//     FMAs, so a batch of up to 8 costs what batch 1 does per weight byte (no bf16 -> fp32 unpack,
+//     no FMA per batch row). One mma.sync m16n8k16 (bf16 in, fp32 accumulate) takes attn as A
+//     (M = batch, rows NB..15 zero) and 16 k of the tile's 8 rows as B (N = rows): lane
+//     (g = lane / 4, q = lane % 4) loads the 16-byte vectors 4 c + q of the tile's row g for its
+//     warp's chunks c = warp, warp + WARPS, ... (four lanes read 64 contiguous bytes of a row) and
+//     the same vectors of attn's batch row g, and feeds each vector to two mma steps. The k order
+//     inside a 32-wide chunk is permuted the same way in A and B, so the dot product is unchanged.
+//     The accumulator leaves lane (g, q) the sums of batch row g for tile rows 2q and 2q + 1.
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -41,7 +50,17 @@
 #define ORD ${ORD}
 #define FIN ${FIN}
 #define EARLY ${EARLY}
+#define MMA ${MMA}
 #define THREADS ((WARPS + (LOADER == 1 ? 1 : 0)) * 32)
+
+/// d += A B on the tensor cores: m16n8k16, bf16 inputs, fp32 accumulators. A's rows 8..15 are
+/// zero (a1 = a3 = 0): a0 holds A[g][2q, 2q + 1], a2 A[g][2q + 8, 2q + 9]; b0 holds B[2q, 2q + 1][g],
+/// b1 B[2q + 8, 2q + 9][g]; d[0], d[1] come back as D[g][2q], D[g][2q + 1] (d[2], d[3]: rows 8..15).
+__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
 
 /// One warp: every block's published sum of squares (fslots[block · NB + b]) added up per batch
 /// row b, and the norm's scale 1 / rms into s_scale[b] (lane 0 writes).
@@ -69,7 +88,11 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     __shared__ unsigned s_last;
     const int kvec = K / 8;
     uint4* ring = reinterpret_cast<uint4*>(smem);
-    float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0));
+    // MMA 1: attn staged in shared memory, one row of kvec + 4 vectors per batch row (the four
+    // extra vectors put the two batch rows a quarter-warp reads on different banks)
+    uint4* xsv = reinterpret_cast<uint4*>(smem);
+    float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) +
+                                          (MMA == 1 && LOADER == 0 ? size_t(NB) * (kvec + 4) * 16 : 0));
     float* ys = red + size_t(rows_max) * NB * WARPS;
 #if ORD == 1
     const int nrows = int(blockIdx.x) < N ? (N - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
@@ -134,6 +157,50 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         }
         __syncwarp();
     } else {
+#elif MMA == 1
+    {
+        const uint4* wv = reinterpret_cast<const uint4*>(wo);
+        const int g = lane >> 2, q = lane & 3;
+        auto vec_of = [&](int u) { return 4 * (warp + WARPS * u) + q; };  // this lane's u-th vector of a row
+        uint4 wn[XV];  // row g of the next tile, in flight while the current one is computed
+        auto load_tile = [&](int i) {
+            const int row = row_of(min(i * SROWS + g, nrows - 1));
+#pragma unroll
+            for (int u = 0; u < XV; ++u) {
+                const int j = vec_of(u);
+                wn[u] = j < kvec ? ld_stream(wv + size_t(row) * kvec + j) : make_uint4(0, 0, 0, 0);
+            }
+        };
+        if (ntiles > 0) load_tile(0);
+#if EARLY == 1
+        load_pre();
+#endif
+        prefetch_rows(SROWS, 2 * SROWS + PF);
+        for (int idx = t; idx < NB * kvec; idx += WARPS * 32) {
+            const int b = idx / kvec, j = idx - b * kvec;
+            xsv[size_t(b) * (kvec + 4) + j] = __ldg(reinterpret_cast<const uint4*>(attn) + idx);
+        }
+        __syncthreads();
+        for (int i = 0; i < ntiles; ++i) {
+            const int nr = min(SROWS, nrows - i * SROWS);
+            uint4 wc[XV];
+#pragma unroll
+            for (int u = 0; u < XV; ++u) wc[u] = wn[u];
+            if (i + 1 < ntiles) load_tile(i + 1);
+            prefetch_rows((i + 2) * SROWS + PF, (i + 3) * SROWS + PF);
+            float d[4] = {};
+#pragma unroll
+            for (int u = 0; u < XV; ++u) {
+                const int j = vec_of(u);  // attn's batch row g at the lane's vector (zero for g >= NB)
+                const uint4 x = g < NB && j < kvec ? xsv[size_t(g) * (kvec + 4) + j] : make_uint4(0, 0, 0, 0);
+                mma_bf16_m16n8k16(d, x.x, x.y, wc[u].x, wc[u].y);
+                mma_bf16_m16n8k16(d, x.z, x.w, wc[u].z, wc[u].w);
+            }
+            if (g < NB)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (2 * q + e < nr) red[(size_t(i * SROWS + 2 * q + e) * NB + g) * WARPS + warp] = d[e];
+        }
 #else
     {
         const uint4* wv = reinterpret_cast<const uint4*>(wo);
@@ -155,6 +222,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
 #endif
         prefetch_rows(SROWS, 2 * SROWS + PF);
 #endif
+#if LOADER == 1 || MMA == 0
         uint4 xr[NB][XV];
 #pragma unroll
         for (int b = 0; b < NB; ++b)
@@ -196,6 +264,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
 #pragma unroll
                         for (int b = 0; b < NB; ++b) red[(size_t(i * SROWS + r) * NB + b) * WARPS + warp] = acc[r][b];
         }
+#endif
     }
     __syncthreads();
     // warp 0 alone from here to the scale (no block-wide step in between): the block's rows, the
@@ -317,7 +386,8 @@ static int launch_xv(const NpuoptCtx* c) {
     const int N = int(npuopt_shape(c, "hidden")), K = int(npuopt_shape(c, "q_heads") * npuopt_shape(c, "head_dim"));
     const int grid = c->sm_count * BPS;
     const int rows_max = (N + grid - 1) / grid;
-    const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) + size_t(rows_max) * NB * (WARPS + 1) * 4;
+    const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) + (MMA == 1 && LOADER == 0 ? size_t(NB) * (K / 8 + 4) * 16 : 0) +
+                        size_t(rows_max) * NB * (WARPS + 1) * 4;
     if (smem > c->smem_per_block_optin) return 3;
     static bool configured = false;
     static int resident = 0;
@@ -341,11 +411,19 @@ template <int NB>
 static int launch_nb(const NpuoptCtx* c) {
     const int K = int(npuopt_shape(c, "q_heads") * npuopt_shape(c, "head_dim"));
     if (K % 8 != 0) return 2;
+#if MMA == 1 && LOADER == 0
+    const int xv = (K / 8 + WARPS * 4 - 1) / (WARPS * 4);  // 16-byte vectors per lane per tile (one row)
+    if (xv <= 4) return launch_xv<NB, 4>(c);
+    if (xv <= 8) return launch_xv<NB, 8>(c);
+    if (xv <= 16) return launch_xv<NB, 16>(c);
+    return 2;
+#else
     const int xv = (K / 8 + WARPS * 32 - 1) / (WARPS * 32);  // 16-byte vectors per thread per row
     if (xv <= 1) return launch_xv<NB, 1>(c);
     if (xv <= 2) return launch_xv<NB, 2>(c);
     if (xv <= 4) return launch_xv<NB, 4>(c);
     return 2;
+#endif
 }
 
 NPUOPT_EXPORT int npuopt_launch(const NpuoptCtx* c) {
