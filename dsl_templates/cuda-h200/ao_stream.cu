@@ -88,9 +88,11 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     __shared__ unsigned s_last;
     const int kvec = K / 8;
     uint4* ring = reinterpret_cast<uint4*>(smem);
-    // MMA 1: attn staged in shared memory, one row of kvec + 4 vectors per batch row (the four
-    // extra vectors put the two batch rows a quarter-warp reads on different banks)
+#if MMA == 1 && LOADER == 0
+    // attn staged in shared memory, one row of kvec + 4 vectors per batch row (the four extra
+    // vectors put the two batch rows a quarter-warp reads on different banks)
     uint4* xsv = reinterpret_cast<uint4*>(smem);
+#endif
     float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) +
                                           (MMA == 1 && LOADER == 0 ? size_t(NB) * (kvec + 4) * 16 : 0));
     float* ys = red + size_t(rows_max) * NB * WARPS;

@@ -636,12 +636,9 @@ public:
         const Champion& champion = *context.champion;
         if (candidate.clear_win_only) {
             // A check (the champion's family at its defaults, say), not a bet: past the screen without
-            // the clear win, a near tie is not worth a race (at c3fbf83 checks screened 1-5 % faster
-            // raced 22-24 launches to inconclusive). A screen median more than half the clear-win
-            // margin under the champion's (0.95x at clear_win_ratio 0.90) is no tie: the check is then
-            // raced like any candidate (the chance gate below still spares a race it could not win).
-            // Session 28: a defaults check screened at 0.920x, its slowest launch above 0.90x, was
-            // dropped unraced, and its design, being known, was never proposed again.
+            // the clear win, a near tie is not worth a race; a screen median more than half the
+            // clear-win margin under the champion's is no tie and is raced like any candidate (the
+            // chance gate below still spares a race it could not win). Why: STATISTICS.md.
             const double tie_limit = 0.5 * (1.0 + config.clear_win_ratio);
             const bool gain = outcome.cycles_median && outcome.champion_cycles_median &&
                               *outcome.champion_cycles_median > 0.0 &&

@@ -20,19 +20,19 @@ skipped with a message: it is a point of an older version of the template.
 """
 import argparse, collections, hashlib, json, math, os, statistics, subprocess, sys, tempfile
 
+import yaml
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATES = os.path.join(ROOT, 'dsl_templates', 'npu-sim')
 
 
 def defaults_of(template):
-    import yaml
     spec = yaml.safe_load(open(os.path.join(TEMPLATES, template + '.template.yaml')))
     return {name: p['default'] for name, p in spec['params'].items()}
 
 
 def named_shapes():
     """(shape name, kernel) -> npuc's --shape argument, from the target's kernels.yaml."""
-    import yaml
     spec = yaml.safe_load(open(os.path.join(ROOT, 'knowledge', 'npu-sim', 'kernels.yaml')))
     return {(name, kernel['name']): ','.join(f'{k}={v}' for k, v in values.items())
             for kernel in spec['kernels'] for name, values in (kernel.get('shapes') or {}).items()}
