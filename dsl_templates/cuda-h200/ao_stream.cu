@@ -38,6 +38,9 @@
 //     the same vectors of attn's batch row g, and feeds each vector to two mma steps. The k order
 //     inside a 32-wide chunk is permuted the same way in A and B, so the dot product is unchanged.
 //     The accumulator leaves lane (g, q) the sums of batch row g for tile rows 2q and 2q + 1.
+//   MMA 2: MMA 1 with a thread's attn staging loads issued 8 at a time (one L2 round trip for
+//     them, not one per 16-byte vector: at batch 8 a thread stages 8) and two accumulator chains
+//     (the two mma steps of a vector independent).
 #include "npuopt_cuda.h"
 
 #define WARPS ${WARPS}
@@ -88,13 +91,13 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
     __shared__ unsigned s_last;
     const int kvec = K / 8;
     uint4* ring = reinterpret_cast<uint4*>(smem);
-#if MMA == 1 && LOADER == 0
+#if MMA >= 1 && LOADER == 0
     // attn staged in shared memory, one row of kvec + 4 vectors per batch row (the four extra
     // vectors put the two batch rows a quarter-warp reads on different banks)
     uint4* xsv = reinterpret_cast<uint4*>(smem);
 #endif
     float* red = reinterpret_cast<float*>(smem + (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) +
-                                          (MMA == 1 && LOADER == 0 ? size_t(NB) * (kvec + 4) * 16 : 0));
+                                          (MMA >= 1 && LOADER == 0 ? size_t(NB) * (kvec + 4) * 16 : 0));
     float* ys = red + size_t(rows_max) * NB * WARPS;
 #if ORD == 1
     const int nrows = int(blockIdx.x) < N ? (N - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
@@ -159,7 +162,7 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         }
         __syncwarp();
     } else {
-#elif MMA == 1
+#elif MMA >= 1
     {
         const uint4* wv = reinterpret_cast<const uint4*>(wo);
         const int g = lane >> 2, q = lane & 3;
@@ -178,9 +181,21 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
         load_pre();
 #endif
         prefetch_rows(SROWS, 2 * SROWS + PF);
-        for (int idx = t; idx < NB * kvec; idx += WARPS * 32) {
-            const int b = idx / kvec, j = idx - b * kvec;
-            xsv[size_t(b) * (kvec + 4) + j] = __ldg(reinterpret_cast<const uint4*>(attn) + idx);
+        // attn into shared memory; MMA 2: XS loads of a thread issued together (one L2 round trip per
+        // XS vectors instead of one per vector: at batch 8 a thread stages 8 of them)
+        constexpr int XS = MMA == 2 ? 8 : 1;
+        for (int base = t; base < NB * kvec; base += XS * WARPS * 32) {
+            uint4 v[XS];
+#pragma unroll
+            for (int e = 0; e < XS; ++e) {
+                const int idx = base + e * WARPS * 32;
+                v[e] = idx < NB * kvec ? __ldg(reinterpret_cast<const uint4*>(attn) + idx) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int e = 0; e < XS; ++e) {
+                const int idx = base + e * WARPS * 32;
+                if (idx < NB * kvec) xsv[size_t(idx / kvec) * (kvec + 4) + idx % kvec] = v[e];
+            }
         }
         __syncthreads();
         for (int i = 0; i < ntiles; ++i) {
@@ -190,14 +205,17 @@ __global__ void __launch_bounds__(THREADS, BPS) ao_stream(const __nv_bfloat16* _
             for (int u = 0; u < XV; ++u) wc[u] = wn[u];
             if (i + 1 < ntiles) load_tile(i + 1);
             prefetch_rows((i + 2) * SROWS + PF, (i + 3) * SROWS + PF);
-            float d[4] = {};
+            // MMA 2: two accumulator chains, so that consecutive mma steps do not wait for each other
+            float d[4] = {}, d2[4] = {};
 #pragma unroll
             for (int u = 0; u < XV; ++u) {
                 const int j = vec_of(u);  // attn's batch row g at the lane's vector (zero for g >= NB)
                 const uint4 x = g < NB && j < kvec ? xsv[size_t(g) * (kvec + 4) + j] : make_uint4(0, 0, 0, 0);
                 mma_bf16_m16n8k16(d, x.x, x.y, wc[u].x, wc[u].y);
-                mma_bf16_m16n8k16(d, x.z, x.w, wc[u].z, wc[u].w);
+                mma_bf16_m16n8k16(MMA == 2 ? d2 : d, x.z, x.w, wc[u].z, wc[u].w);
             }
+            d[0] += d2[0];
+            d[1] += d2[1];
             if (g < NB)
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
@@ -388,7 +406,7 @@ static int launch_xv(const NpuoptCtx* c) {
     const int N = int(npuopt_shape(c, "hidden")), K = int(npuopt_shape(c, "q_heads") * npuopt_shape(c, "head_dim"));
     const int grid = c->sm_count * BPS;
     const int rows_max = (N + grid - 1) / grid;
-    const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) + (MMA == 1 && LOADER == 0 ? size_t(NB) * (K / 8 + 4) * 16 : 0) +
+    const size_t smem = (LOADER == 1 ? size_t(STAGES) * SROWS * K * 2 : 0) + (MMA >= 1 && LOADER == 0 ? size_t(NB) * (K / 8 + 4) * 16 : 0) +
                         size_t(rows_max) * NB * (WARPS + 1) * 4;
     if (smem > c->smem_per_block_optin) return 3;
     static bool configured = false;
@@ -413,7 +431,7 @@ template <int NB>
 static int launch_nb(const NpuoptCtx* c) {
     const int K = int(npuopt_shape(c, "q_heads") * npuopt_shape(c, "head_dim"));
     if (K % 8 != 0) return 2;
-#if MMA == 1 && LOADER == 0
+#if MMA >= 1 && LOADER == 0
     const int xv = (K / 8 + WARPS * 4 - 1) / (WARPS * 4);  // 16-byte vectors per lane per tile (one row)
     if (xv <= 4) return launch_xv<NB, 4>(c);
     if (xv <= 8) return launch_xv<NB, 8>(c);

@@ -71,10 +71,12 @@ CU
       f=$("$t/instantiate.sh" "$yaml" -o "$scratch/$(basename "$yaml" .template.yaml).cu") || { fail "instantiate $yaml"; continue; }
       out=$("$cudac" check "$f") || fail "$(basename "$yaml"): $(printf '%s' "$out" | grep '"level":"error"' | head -c 600)"
     done
-    # code paths the defaults leave out: the tensor-core tile of ao_stream (MMA 1)
-    f=$("$t/instantiate.sh" "$t/ao_stream.template.yaml" -o "$scratch/ao_stream_mma.cu" MMA=1 LOADER=0 SROWS=8 WARPS=16 BPS=1 STAGES=2) \
-      || fail "instantiate ao_stream MMA=1"
-    out=$("$cudac" check "$f") || fail "ao_stream MMA=1: $(printf '%s' "$out" | grep '"level":"error"' | head -c 600)"
+    # code paths the defaults leave out: the tensor-core tile of ao_stream (MMA 1 and 2)
+    for mma in 1 2; do
+      f=$("$t/instantiate.sh" "$t/ao_stream.template.yaml" -o "$scratch/ao_stream_mma$mma.cu" MMA=$mma LOADER=0 SROWS=8 WARPS=16 BPS=1 STAGES=2) \
+        || fail "instantiate ao_stream MMA=$mma"
+      out=$("$cudac" check "$f") || fail "ao_stream MMA=$mma: $(printf '%s' "$out" | grep '"level":"error"' | head -c 600)"
+    done
     for f in "$t"/baseline_*.cu; do
       out=$("$cudac" check "$f") || fail "$(basename "$f"): $(printf '%s' "$out" | grep '"level":"error"' | head -c 600)"
     done
@@ -87,7 +89,8 @@ CU
     out=$("$cudac" device); rc=$?
     if [ $rc -eq 77 ]; then echo "SKIP: no CUDA device here ($out); the GPU checks need the H200 (tools/cuda-h200/README.md)"; exit 77; fi
     python3 "$root/tools/cuda-h200/bench_chains.py" --cudac "$cudac" --root "$root" --batches 1,8 --repeat 3 \
-      --variant ao_stream:LOADER=0,STAGES=2,SROWS=8,BPS=1,WARPS=16,MMA=1 --out "$scratch/chains.json" || fail "bench_chains"
+      --variant ao_stream:LOADER=0,STAGES=2,SROWS=8,BPS=1,WARPS=16,MMA=1 \
+      --variant ao_stream:LOADER=0,STAGES=2,SROWS=8,BPS=1,WARPS=16,MMA=2 --out "$scratch/chains.json" || fail "bench_chains"
     python3 - "$scratch/chains.json" <<'PY' || fail "a design failed its check on the GPU"
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
