@@ -834,6 +834,43 @@ TEST_CASE("cost model: npu-sim's declared terms give the predictions of the form
     }
 }
 
+TEST_CASE("cost model: a design whose commands go to every engine or that runs on fewer slices than its highest index is predicted with what it uses") {
+    knowledge::HardwareModel hw;
+    hw.set("sustained_bytes_per_cycle", 1000.0);
+    hw.set("dma_engine_bytes_per_cycle", 100.0);
+    hw.set("dma_startup_cycles", 500.0);
+    hw.set("pass_issue_cycles", 600.0);
+    hw.set("engines_per_cluster", 7.0);
+    hw.cost_model = std::make_shared<config::CostModelSpec>(
+        config::load_cost_model_config(std::filesystem::path(NPUOPT_SOURCE_DIR) / "knowledge/npu-sim/cost_model.yaml"));
+    search::CostModel model(hw);
+
+    // 8 slices of two clusters (slices 0-3 and 8-11), every command of a slice on its own engine: 4 per cluster.
+    std::map<std::string, double> own = {{"weight_bytes", 1.4e6}, {"dma_commands", 140}, {"passes", 96},
+                                         {"engines_requested", 4}, {"slice", 11}, {"clusters", 2}};
+    CHECK(model.terms(own).value("dma_stream") == 1750.0);  // 1.4e6 / (8 engines x 100)
+    CHECK(model.terms(own).value("dma_startup") == 8750.0);
+    CHECK(model.terms(own).value("pass_issue") == 4800.0);  // 96 x 600 over slices 0..11: 12, four too many
+    // The same tiles, the commands spread over the cluster (rotated, least-loaded, or the short ones on
+    // the engines the slices leave free): the startups are paid on the 7 engines per cluster the
+    // microbenchmarks found; the weights' own engines stay 4 per cluster.
+    auto spread = own;
+    spread["commands_on_all_engines"] = 1;
+    CHECK(model.terms(spread).value("dma_stream") == 1750.0);
+    CHECK(model.terms(spread).value("dma_startup") == 5000.0);  // 140 x 500 / 14
+    // Passes over the 8 slices the design says it uses, not the 12 up to its highest index.
+    spread["slices_in_use"] = 8;
+    CHECK(model.terms(spread).value("pass_issue") == 7200.0);
+    CHECK(model.terms(spread).dominant() == "pass_issue");
+    CHECK(model.terms(own).dominant() == "dma_startup");
+
+    // No engine count measured: the startups are counted on the engines the design asks for.
+    knowledge::HardwareModel unmeasured = hw;
+    unmeasured.set("engines_per_cluster", 0.0);
+    search::CostModel blind(unmeasured);
+    CHECK(blind.terms(spread).value("dma_startup") == 8750.0);
+}
+
 TEST_CASE("cost model: a term reading an undeclared quantity is an error naming file, line and key") {
     ScratchDir dir;
     write_text(dir.path / "cost_model.yaml", "version: 1\nquantities: {bytes: 0}\nterms:\n  stream: {expression: \"bytes / hw.rate + loads\"}\n");
