@@ -192,7 +192,16 @@ void check_end_to_end(std::vector<Check>& checks, target::Toolchain& toolchain, 
             request.repeat = 1;
             request.check = true;
             request.shape = kernel->shape;
+            // A device may fail a launch transiently (the toolchain says so: CallStatus::transient);
+            // the campaign retries those, and so does this check, three times, before it fails.
             target::RunResult ran = toolchain.run(request);
+            int transient_retries = 0;
+            while (ran.call.status == target::CallStatus::transient && transient_retries < 3) {
+                ++transient_retries;
+                ran = toolchain.run(request);
+            }
+            const std::string retried =
+                transient_retries > 0 ? fmt::format(" (after {} transient device error(s), retried)", transient_retries) : "";
             if (ran.verify && !ran.verify->passed) {
                 check.status = CheckStatus::fail;
                 check.detail = fmt::format("{} ran, but its output check failed ({} of {} elements wrong): the "
@@ -202,7 +211,7 @@ void check_end_to_end(std::vector<Check>& checks, target::Toolchain& toolchain, 
                             "rebuild or reinstall it";
             } else if (ran.call.status != target::CallStatus::ok || ran.cycles.empty()) {
                 check.status = CheckStatus::fail;
-                check.detail = fmt::format("{} compiled but did not run: {}", file_name,
+                check.detail = fmt::format("{} compiled but did not run{}: {}", file_name, retried,
                                            describe_failure(ran.call, ran.diagnostics));
                 check.fix = by_hand;
             } else if (!ran.verify) {
@@ -212,10 +221,10 @@ void check_end_to_end(std::vector<Check>& checks, target::Toolchain& toolchain, 
                             "docs/toolchain-protocol.md)";
             } else {
                 check.detail = fmt::format("{} ({}, shape {}) compiled and checked in {:.1f} s, ran {} in {:.1f} s: "
-                                           "{:.0f} cycles, output check passed",
+                                           "{:.0f} cycles, output check passed{}",
                                            file_name, kernel->name, kernel->shape_name, compile_secs.count(),
                                            sandboxed ? "in the sandbox" : "UNSANDBOXED", ran.call.process.wall_secs,
-                                           ran.cycles.front());
+                                           ran.cycles.front(), retried);
             }
         }
     } catch (const Error& error) {
