@@ -32,7 +32,7 @@ def cmp(label, a, b, cells=None, key='exact_over_min'):
     same = sum(abs(x) < 1e-12 for x in r)
     print(f"{label:55s} {len(ks):3d} cells  {gm(a):.3f} / {gm(b):.3f} = {math.exp(m):.4f} (se {sd / len(r) ** .5:.4f})  "
           f"better {sum(x < -1e-12 for x in r)}, worse {sum(x > 1e-12 for x in r)}, same {same}")
-for key in ['champion_over_min' if False else 'measured_over_min', 'exact_over_min']:
+for key in ['measured_over_min', 'exact_over_min']:
     print(f'## {key}')
     cmp('new / control (paired, this session)', 'new', 'control', key=key)
     cmp('  chips 1-8', 'new', 'control', lambda k: chip(k) <= 8, key=key)
