@@ -41,9 +41,10 @@
 //                       [--knowledge-dir DIR] [--profile FILE] [--best-known FILE [--record-best-known LABEL]]
 //
 // --best-known FILE: the best design known per cell, kept across runs (tools/bench/search_best_known.json:
-// the best re-measured champion of any strategy of the recorded runs, matched to the chip by the
-// SHA-256 of its generated profile); "within 1.05x of the best" and champion÷best use it with the
-// run's own best. --record-best-known LABEL writes this run's better cells into it.
+// the best champion of any strategy of the recorded runs, by its exact figure where the entry has one
+// (tools/bench/rebuild_best_known.py rescored the file so), matched to the chip by the SHA-256 of its
+// generated profile); "within 1.05x of the best" and champion÷best use it with the run's own best.
+// --record-best-known LABEL writes this run's better cells into it.
 
 #include <algorithm>
 #include <chrono>
