@@ -61,8 +61,6 @@ struct StageContext {
     /// Log cycles less their design's median, pooled over this cascade's earlier designs (the
     /// device's launch noise as measured; empty: none yet).
     std::span<const double> launch_residuals = {};
-    /// estimate → correctness: the candidate's predicted cycles ÷ the champion's (none: no estimate).
-    std::optional<double> predicted_ratio = {};
 
     /// Which budget stopped a launch, for reasons: "wall-time budget" or "device-run budget".
     std::string spent_budget() const { return out_of_time && out_of_time() ? "wall-time budget" : "device-run budget"; }

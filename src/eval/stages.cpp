@@ -124,7 +124,6 @@ public:
         }
         const double champion_predicted = *champion_estimate.cycles;
         const double ratio = predicted / champion_predicted;
-        context.predicted_ratio = ratio;
         const CascadeConfig& config = context.config;
         if (context.candidate.clear_win_only) {
             // a check of the model's own predictions (the defaults check) is not screened out by them
@@ -301,20 +300,6 @@ public:
 // Every correctness launch is timed too: the screen reuses their cycles, and a first launch that
 // is already far slower than the champion ends the evaluation after one device run.
 
-/// Whether one slow launch is no evidence against the candidate: the model predicts it faster than
-/// the champion, and the device's own launch noise as measured in this cascade (the residuals'
-/// 99th percentile: its outliers where it has them) takes the launch's ratio to the champion under
-/// the quick-reject limit. Such a launch gets a second look (the next launch) instead of a quick
-/// reject: on a chip whose launches are now and then far slower, one of them would otherwise
-/// discard a design the model likes for good. Needs race_noise_min_launches residuals.
-bool outlier_explains(const StageContext& context, double launch_ratio) {
-    const CascadeConfig& config = context.config;
-    if (!context.predicted_ratio || *context.predicted_ratio > 1.0) return false;
-    if (std::ssize(context.launch_residuals) < std::max(config.race_noise_min_launches, 1)) return false;
-    const double upper = quantile(context.launch_residuals, 0.99);
-    return upper > 0.0 && launch_ratio / std::exp(upper) <= config.quick_reject_ratio;
-}
-
 class CorrectnessStage final : public Stage {
 public:
     StageKind kind() const override { return StageKind::correctness; }
@@ -334,7 +319,6 @@ public:
 
         std::vector<CorrectnessRun> runs;
         std::vector<double>& cycles = context.checked_cycles;
-        std::string second_look;  // why a slow first launch got a second look instead of a quick reject
         for (std::size_t position = 0; position < seeds.size(); ++position) {
             const auto result = m_launches.run(context.device, run_request(context, seeds[position], true),
                                                config.transient_retries, outcome.device_secs, context.may_launch);
@@ -368,15 +352,8 @@ public:
             }
             runs.push_back({seeds[position], position, *result.verify});
             const auto& champion = context.champion;
-            const bool slow_first = position == 0 && champion && champion->cycles_median > 0.0 &&
-                                    config.quick_reject_ratio > 0.0 && !cycles.empty() &&
-                                    cycles.front() > config.quick_reject_ratio * champion->cycles_median;
-            if (slow_first && outlier_explains(context, cycles.front() / champion->cycles_median)) {
-                second_look = fmt::format("; the first launch ({:.3f}x the champion's median) is within the device's "
-                                          "launch outliers and the model predicts the design {:.2f}x the champion: a "
-                                          "second look, not a quick reject",
-                                          cycles.front() / champion->cycles_median, *context.predicted_ratio);
-            } else if (slow_first) {
+            if (position == 0 && champion && champion->cycles_median > 0.0 && config.quick_reject_ratio > 0.0 &&
+                !cycles.empty() && cycles.front() > config.quick_reject_ratio * champion->cycles_median) {
                 outcome.cycles_median = cycles.front();
                 outcome.champion_cycles_median = champion->cycles_median;
                 StageResult result_quick = ended(
@@ -398,8 +375,8 @@ public:
                 StageResult result_second = ended(
                     Verdict::reject,
                     fmt::format("both of the first two checked launches ({:.0f} and {:.0f} cycles) are over {:.2f}x the "
-                                "champion's {:.0f} (second-look limit): rejected after two launches{}{}",
-                                cycles[0], cycles[1], config.second_look_ratio, champion->cycles_median, second_look,
+                                "champion's {:.0f} (second-look limit): rejected after two launches{}",
+                                cycles[0], cycles[1], config.second_look_ratio, champion->cycles_median,
                                 transient_note(m_launches.transient_failures())),
                     &m_launches);
                 result_second.recorded_as = StageKind::screen;
@@ -424,8 +401,8 @@ public:
             verdict.notes.empty() ? std::string() : fmt::format("; notes: {}", fmt::join(verdict.notes, "; "));
         return ended(Verdict::pass,
                      fmt::format("every output verified on {} launches (priming seed {}, {} fresh seeds, one re-run); "
-                                 "fingerprints change with the inputs and reproduce{}{}{}",
-                                 runs.size(), priming, seeds.size() - 2, notes, second_look,
+                                 "fingerprints change with the inputs and reproduce{}{}",
+                                 runs.size(), priming, seeds.size() - 2, notes,
                                  transient_note(m_launches.transient_failures())),
                      &m_launches);
     }
