@@ -5,8 +5,10 @@ noise, no time-of-day drift). Run from anywhere: python3 summarize.py [-v]
   control        npuopt-screen at the code before the second look (HEAD f6d9ce6 for search):
                  session 30's run with the declared quantities (53 cells) + this session's
                  screen-rest/ (the other 31 of session 28's 72 cells on chips 1-8)
-  hill, random   session 28 (72 cells) and 29 (chips 9-12; random 39 + 12 cells)
+  hill, random   session 28 (72 cells) and 29 (chips 9-12; random 39 + 12 cells), random also
+                 this session's random-rest/ (the other 33 of the 72)
   second-look    npuopt-screen with the outlier-aware quick reject (28 cells), paired with control
+                 (reverted: e3f15b7)
   best known     tools/bench/search_best_known.json as rebuilt on exact figures this session
 """
 import glob, json, math, os, sys
@@ -43,6 +45,7 @@ hill = load('2026-12-06-s28-8params/hill/*.json')
 hill.update(load('2026-12-06-s29/unseen-chips/hill/*.json'))
 random_ = load('2026-12-06-s29/random/*.json')
 random_.update(load('2026-12-06-s29/unseen-chips/random/*.json'))
+random_.update(load('2026-12-07-s31/random-rest/*.json'))
 second = load('2026-12-07-s31/second-look/*.json')
 best = {k: v['exact_over_min'] for k, v in json.load(open(os.path.join(root, 'tools/bench/search_best_known.json')))['cells'].items()}
 
