@@ -226,6 +226,7 @@ eval::CascadeConfig cascade_config(const Workspace& workspace) {
     config.acceptance.alpha = workspace.campaign.acceptance.alpha;
     config.acceptance.min_effect = workspace.campaign.acceptance.min_effect;
     config.acceptance.max_pairs = static_cast<std::size_t>(workspace.campaign.acceptance.max_runs_per_race);
+    config.acceptance.score_cap = workspace.campaign.acceptance.score_cap;
     config.check_fraction = workspace.target.run_check_fraction;
     config.clear_win_ratio = workspace.campaign.acceptance.clear_win_ratio;
     config.race_min_accept_probability = workspace.campaign.acceptance.race_min_chance;

@@ -147,7 +147,7 @@ AcceptanceConfig parse_acceptance(const Fields& top) {
     AcceptanceConfig config;
     Fields acceptance = top.map("acceptance", {"alpha", "min_effect", "max_runs_per_race",
                                                       "revalidate_every_accepts", "strict_after", "clear_win_ratio",
-                                                      "race_min_chance"});
+                                                      "race_min_chance", "score_cap"});
     config.alpha = acceptance.number_or("alpha", config.alpha);
     if (!(config.alpha > 0 && config.alpha < 0.5)) {
         acceptance.fail_at("alpha", "expected a probability between 0 and 0.5 (e.g. 0.05)");
@@ -174,6 +174,10 @@ AcceptanceConfig parse_acceptance(const Fields& top) {
     config.race_min_chance = acceptance.number_or("race_min_chance", config.race_min_chance);
     if (!(config.race_min_chance >= 0 && config.race_min_chance < 1)) {
         acceptance.fail_at("race_min_chance", "expected a probability in [0, 1) (0.3: race when 3 races in 10 would accept; 0: always race)");
+    }
+    config.score_cap = acceptance.number_or("score_cap", config.score_cap);
+    if (!(config.score_cap > 0 && config.score_cap <= 1)) {
+        acceptance.fail_at("score_cap", "expected a share of the ranks in (0, 1] (0.6: the top 40 % of |log-ratio| score alike; 1: plain signed-rank test)");
     }
     config.strict_after = acceptance.number_or("strict_after", config.strict_after);
     if (!(config.strict_after >= 0 && config.strict_after <= 1)) {
@@ -430,6 +434,7 @@ acceptance:
   revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
   clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median and x the fastest of two fresh champion launches (0: always race)
+  score_cap: {score_cap}   # the race's signed-rank scores stop growing at this share of the ranks, so a slow outlier launch weighs no more than an ordinary pair (1: plain signed-rank test)
   race_min_chance: {race_min_chance}   # race a screened candidate only when the race the budget affords would accept with this chance, at its screened gain and the launch noise measured so far (0: always race)
 
 # The evaluation pipeline: several steps in flight at once, committed in the order planned (a
@@ -511,6 +516,7 @@ llm:
         fmt::arg("revalidate", defaults.acceptance.revalidate_every_accepts),
         fmt::arg("strict_after", defaults.acceptance.strict_after), fmt::arg("clear_win", defaults.acceptance.clear_win_ratio),
         fmt::arg("race_min_chance", defaults.acceptance.race_min_chance),
+        fmt::arg("score_cap", defaults.acceptance.score_cap),
         fmt::arg("api_key_env", defaults.llm.api_key_env),
         fmt::arg("connect_timeout", defaults.llm.connect_timeout_secs),
         fmt::arg("request_timeout", defaults.llm.request_timeout_secs),

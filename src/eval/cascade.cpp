@@ -62,7 +62,8 @@ bool same_sequential_config(const SequentialConfig& a, const SequentialConfig& b
     return a.alpha == b.alpha && a.beta == b.beta && a.min_effect == b.min_effect && a.min_pairs == b.min_pairs &&
            a.max_pairs == b.max_pairs && a.looks == b.looks && a.accept_spending == b.accept_spending &&
            a.reject_spending == b.reject_spending && a.interval_level == b.interval_level &&
-           a.accept_null_fraction == b.accept_null_fraction && a.calibration_paths == b.calibration_paths &&
+           a.accept_null_fraction == b.accept_null_fraction && a.score_cap == b.score_cap &&
+           a.calibration_paths == b.calibration_paths &&
            a.calibration_seed == b.calibration_seed;
 }
 
@@ -111,13 +112,15 @@ std::string bench_config_hash(const CascadeConfig& config, const KernelContext& 
     const auto& acceptance = config.acceptance;
     std::string text = fmt::format(
         "kernel={};shape={};alpha={};beta={};min_effect={};pairs={}..{};null={};seeds={};screen={}x{};slack={};"
-        "explore={};retries={};priming={};magnitude={};sol={};extra={};checked={}",
+        "explore={};retries={};priming={};magnitude={};sol={};extra={};checked={}{}",
         kernel.spec.name, target::format_shape(kernel.shape), acceptance.alpha, acceptance.beta, acceptance.min_effect,
         acceptance.min_pairs, acceptance.max_pairs, acceptance.accept_null_fraction, config.correctness_seeds,
         config.screen_runs, config.screen_max_ratio, config.screen_slack, config.exploration_allowance,
         config.transient_retries, config.priming_seed ? fmt::format("{}", *config.priming_seed) : "derived",
         config.magnitude_factor,
-        config.speed_of_light_tolerance, fmt::join(config.run_extra_args, " "), config.check_fraction);
+        config.speed_of_light_tolerance, fmt::join(config.run_extra_args, " "), config.check_fraction,
+        // the plain signed-rank test (score_cap 1) hashes as it did before the capped scores
+        acceptance.score_cap < 1.0 ? fmt::format(";scores=cap{}", acceptance.score_cap) : std::string());
     return fmt::format("{:016x}", fnv1a(text));
 }
 

@@ -28,11 +28,17 @@ std::vector<std::size_t> resolve_looks(const SequentialConfig& config) {
     return looks;
 }
 
-// Null paths of the standardised signed-rank statistic: z[look_idx][path_idx]. Under the null
-// (values symmetric about 0, continuous) signs are fair coins independent of the ranks, whatever
-// the distribution, so uniform magnitudes with random signs give the exact joint law.
-std::vector<std::vector<double>> simulate_null_paths(const std::vector<std::size_t>& looks,
-                                                     std::size_t path_count, std::uint64_t seed) {
+// The rank above which the capped scores stop growing: ceil(score_cap * n), at least 1.
+double score_ceiling(double score_cap, std::size_t n) {
+    return std::max(1.0, std::ceil(score_cap * static_cast<double>(n) - 1e-9));
+}
+
+// Null paths of the standardised signed-rank score statistic: z[look_idx][path_idx]. Under the
+// null (values symmetric about 0, continuous) signs are fair coins independent of the ranks,
+// whatever the distribution, so uniform magnitudes with random signs give the exact joint law
+// for any score function of the ranks.
+std::vector<std::vector<double>> simulate_null_paths(const std::vector<std::size_t>& looks, std::size_t path_count,
+                                                     std::uint64_t seed, double score_cap) {
     std::vector<std::vector<double>> z(looks.size(), std::vector<double>(path_count));
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> magnitude_dist(0.0, 1.0);
@@ -42,21 +48,24 @@ std::vector<std::vector<double>> simulate_null_paths(const std::vector<std::size
     for (std::size_t path_idx = 0; path_idx < path_count; ++path_idx) {
         magnitudes.clear();
         signs.clear();
-        long long signed_rank_sum = 0;
         std::size_t look_idx = 0;
         for (std::size_t pairs = 1; pairs <= max_pairs; ++pairs) {
             const double magnitude = magnitude_dist(rng);
             const int sign = (rng() & 1U) != 0U ? 1 : -1;
             const auto insert_at = static_cast<std::size_t>(
                 std::lower_bound(magnitudes.begin(), magnitudes.end(), magnitude) - magnitudes.begin());
-            for (std::size_t pos = insert_at; pos < signs.size(); ++pos) signed_rank_sum += signs[pos];
-            signed_rank_sum += sign * static_cast<long long>(insert_at + 1);
             magnitudes.insert(magnitudes.begin() + static_cast<std::ptrdiff_t>(insert_at), magnitude);
             signs.insert(signs.begin() + static_cast<std::ptrdiff_t>(insert_at), sign);
             if (look_idx < looks.size() && looks[look_idx] == pairs) {
-                const double n = static_cast<double>(pairs);
-                z[look_idx][path_idx] =
-                    static_cast<double>(signed_rank_sum) / std::sqrt(n * (n + 1.0) * (2.0 * n + 1.0) / 6.0);
+                const double ceiling = score_ceiling(score_cap, pairs);
+                double score_sum = 0.0;
+                double score_squares = 0.0;
+                for (std::size_t pos = 0; pos < pairs; ++pos) {
+                    const double score = std::min(static_cast<double>(pos + 1), ceiling);
+                    score_sum += signs[pos] * score;
+                    score_squares += score * score;
+                }
+                z[look_idx][path_idx] = score_sum / std::sqrt(score_squares);
                 ++look_idx;
             }
         }
@@ -160,6 +169,8 @@ void validate_sequential_config(const SequentialConfig& config) {
                    "in (0, 1)");
     require_config(config.accept_null_fraction >= 0.0 && config.accept_null_fraction < 1.0,
                    "accept_null_fraction", "in [0, 1)");
+    require_config(config.score_cap > 0.0 && config.score_cap <= 1.0, "score_cap",
+                   "in (0, 1] (1: the plain signed-rank sum)");
     require_config(config.calibration_paths >= 1000, "calibration_paths", "at least 1000");
     for (std::size_t look_idx = 0; look_idx < config.looks.size(); ++look_idx) {
         const std::size_t look = config.looks[look_idx];
@@ -177,7 +188,8 @@ SequentialDesign make_sequential_design(const SequentialConfig& config) {
     SequentialDesign design;
     design.config = config;
     design.looks = resolve_looks(config);
-    const auto z = simulate_null_paths(design.looks, config.calibration_paths, config.calibration_seed);
+    const auto z = simulate_null_paths(design.looks, config.calibration_paths, config.calibration_seed,
+                                       config.score_cap);
     place_bounds(z, design.looks, config.alpha, config.accept_spending, design.accept_bounds,
                  design.accept_spent);
     place_bounds(z, design.looks, config.beta, config.reject_spending, design.reject_bounds,
@@ -187,8 +199,17 @@ SequentialDesign make_sequential_design(const SequentialConfig& config) {
 
 std::optional<std::size_t> earliest_accept_pairs(const SequentialDesign& design) {
     for (std::size_t look_idx = 0; look_idx < design.looks.size() && look_idx < design.accept_bounds.size(); ++look_idx) {
-        const auto pairs = static_cast<double>(design.looks[look_idx]);
-        const double largest = std::sqrt(3.0 * pairs * (pairs + 1.0) / (2.0 * pairs + 1.0));
+        // every pair favourable: the sum of all scores over the root of their squares
+        const std::size_t pairs = design.looks[look_idx];
+        const double ceiling = score_ceiling(design.config.score_cap, pairs);
+        double score_sum = 0.0;
+        double score_squares = 0.0;
+        for (std::size_t rank = 1; rank <= pairs; ++rank) {
+            const double score = std::min(static_cast<double>(rank), ceiling);
+            score_sum += score;
+            score_squares += score * score;
+        }
+        const double largest = score_sum / std::sqrt(score_squares) + 1e-12;
         const double bound = design.accept_bounds[look_idx];
         if (std::isfinite(bound) && bound <= largest) return design.looks[look_idx];
     }
@@ -205,17 +226,19 @@ std::string_view decision_name(Decision decision) {
     return "unknown";
 }
 
-double signed_rank_z(std::span<const double> values) {
+double signed_rank_z(std::span<const double> values, double score_cap) {
     std::vector<double> magnitudes;
     magnitudes.reserve(values.size());
     for (double value : values) magnitudes.push_back(std::fabs(value));
     const std::vector<double> ranks = midranks(magnitudes);
+    const double ceiling = score_ceiling(score_cap, values.size());
     double signed_sum = 0.0;
     double rank_squares = 0.0;
     for (std::size_t idx = 0; idx < values.size(); ++idx) {
         if (values[idx] == 0.0) continue;
-        signed_sum += values[idx] > 0.0 ? ranks[idx] : -ranks[idx];
-        rank_squares += ranks[idx] * ranks[idx];
+        const double score = std::min(ranks[idx], ceiling);
+        signed_sum += values[idx] > 0.0 ? score : -score;
+        rank_squares += score * score;
     }
     return rank_squares > 0.0 ? signed_sum / std::sqrt(rank_squares) : 0.0;
 }
@@ -250,8 +273,8 @@ const SequentialResult& SequentialTest::add_log_ratio(double log_ratio) {
     }
     SequentialResult result;
     result.pairs = pairs;
-    result.accept_statistic = signed_rank_z(faster);
-    result.reject_statistic = signed_rank_z(shortfall);
+    result.accept_statistic = signed_rank_z(faster, config.score_cap);
+    result.reject_statistic = signed_rank_z(shortfall, config.score_cap);
     result.log_ratio_estimate = hodges_lehmann(m_log_ratios);
     result.log_ratio_interval = hodges_lehmann_interval(m_log_ratios, config.interval_level);
     result.speedup = std::exp(-result.log_ratio_estimate);

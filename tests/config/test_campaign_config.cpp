@@ -37,6 +37,7 @@ TEST_CASE("the template npuopt init writes parses back to the defaults") {
     CHECK(campaign.acceptance.max_runs_per_race == defaults.acceptance.max_runs_per_race);
     CHECK(campaign.acceptance.revalidate_every_accepts == defaults.acceptance.revalidate_every_accepts);
     CHECK(campaign.acceptance.strict_after == doctest::Approx(defaults.acceptance.strict_after));
+    CHECK(campaign.acceptance.score_cap == doctest::Approx(defaults.acceptance.score_cap));
     CHECK(campaign.llm.api_key_env == "OPENAI_API_KEY");
     CHECK_FALSE(campaign.llm.enabled);
     CHECK(campaign.llm.base_url.empty());
@@ -129,6 +130,15 @@ TEST_CASE("campaign.yaml: parallel and executor are read and their errors name t
     CHECK(load("target: t\nexecutor: {worker_idle: later}\n").find("'executor.worker_idle'") != std::string::npos);
 }
 
+TEST_CASE("campaign.yaml: acceptance.score_cap is read (1 restores the plain signed-rank test)") {
+    ScratchDir scratch;
+    auto plain = config::load_campaign_config(scratch.write("campaign.yaml", "target: t\nacceptance: {score_cap: 1}\n"));
+    CHECK(plain.acceptance.score_cap == 1.0);
+    auto half = config::load_campaign_config(scratch.write("campaign.yaml", "target: t\nacceptance: {score_cap: 0.5}\n"));
+    CHECK(half.acceptance.score_cap == 0.5);
+    CHECK(config::AcceptanceConfig{}.score_cap == 0.6);
+}
+
 TEST_CASE("campaign.yaml: a minimal file takes defaults, overrides resolve against the campaign dir") {
     ScratchDir scratch;
     auto file = scratch.write("campaign.yaml", "target: t\nkernels: [gemv]\ntoolchain: {bin: bin/fakec}\n"
@@ -192,6 +202,13 @@ TEST_CASE("campaign.yaml errors name file:line and the key") {
     SUBCASE("strict_after out of range") {
         std::string message = load("target: t\nacceptance: {strict_after: 1.5}\n");
         CHECK(message.find("'acceptance.strict_after'") != std::string::npos);
+    }
+    SUBCASE("score_cap out of range") {
+        for (const char* value : {"0", "1.5", "-0.2"}) {
+            std::string message = load(std::string("target: t\nacceptance: {score_cap: ") + value + "}\n");
+            CHECK(message.find("'acceptance.score_cap'") != std::string::npos);
+            CHECK(message.find("(0, 1]") != std::string::npos);
+        }
     }
     SUBCASE("a negative re-validation interval") {
         std::string message = load("target: t\nacceptance: {revalidate_every_accepts: -1}\n");

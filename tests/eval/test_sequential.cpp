@@ -20,14 +20,22 @@ std::shared_ptr<const SequentialDesign> default_design() {
     return design;
 }
 
-// The device as the brief describes it: 2% log-normal launch noise, 1% of launches 3x slower.
+// The device's launch noise: log-normal jitter and occasional slow outliers. The default is the
+// device as the brief describes it: 2% log-normal launch noise, 1% of launches 3x slower.
+struct Noise {
+    double sigma = 0.02;
+    double outlier_rate = 0.01;
+    double outlier_scale = 3.0;
+};
+
 struct NoisyDevice {
     std::mt19937_64 rng;
-    std::normal_distribution<double> noise{0.0, 0.02};
+    Noise noise_model{};
+    std::normal_distribution<double> noise{0.0, noise_model.sigma};
     std::uniform_real_distribution<double> unit{0.0, 1.0};
     double launch(double base_secs) {
         double secs = base_secs * std::exp(noise(rng));
-        if (unit(rng) < 0.01) secs *= 3.0;
+        if (unit(rng) < noise_model.outlier_rate) secs *= noise_model.outlier_scale;
         return secs;
     }
 };
@@ -41,8 +49,8 @@ struct RaceFigures {
 
 // Full races through Race (interleaving, bookkeeping) on the simulated device.
 RaceFigures simulate_races(const std::shared_ptr<const SequentialDesign>& design, double true_speedup,
-                           std::size_t race_count, std::uint64_t seed) {
-    NoisyDevice device{std::mt19937_64(seed)};
+                           std::size_t race_count, std::uint64_t seed, Noise noise = {}) {
+    NoisyDevice device{std::mt19937_64(seed), noise};
     std::size_t accepts = 0;
     std::size_t rejects = 0;
     std::vector<double> pairs;
@@ -83,11 +91,33 @@ TEST_CASE("a single-look design reproduces the exact signed-rank critical value"
     // boundary may land one attainable value either side of the exact one.
     SequentialConfig config;
     config.looks = {30};
+    config.score_cap = 1.0;  // the plain signed-rank sum
     const SequentialDesign design = make_sequential_design(config);
     REQUIRE(design.accept_bounds.size() == 1);
     CHECK(design.accept_bounds[0] > 1.65575 - 0.01454);
     CHECK(design.accept_bounds[0] < 1.67632 + 0.01454);
     CHECK(design.accept_spent[0] == doctest::Approx(0.04805).epsilon(0.08));  // Monte-Carlo error
+}
+
+TEST_CASE("capped scores: a single-look design reproduces the exact critical value of the capped score sum") {
+    // n = 10 at score_cap 0.6: scores 1 2 3 4 5 6 6 6 6 6 (sum of squares 255). All 1024 sign
+    // patterns enumerated in Python: P(S >= 27) = 0.04590, P(S >= 25) = 0.05859; in Z units S = 27
+    // is 1.76129 and S = 25 is 1.63082 (S moves in steps of 2). The boundary lies between them.
+    SequentialConfig config;
+    config.looks = {10};
+    config.min_pairs = 10;
+    config.max_pairs = 10;
+    config.score_cap = 0.6;
+    const SequentialDesign design = make_sequential_design(config);
+    REQUIRE(design.accept_bounds.size() == 1);
+    CHECK(design.accept_bounds[0] > 1.63082);
+    CHECK(design.accept_bounds[0] <= 1.76129);
+    CHECK(design.accept_spent[0] == doctest::Approx(0.04590).epsilon(0.08));  // Monte-Carlo error
+    // the same design with the plain sum has another boundary: the cap is what is simulated
+    config.score_cap = 1.0;
+    CHECK(make_sequential_design(config).accept_bounds[0] != design.accept_bounds[0]);
+    config.score_cap = 0.0;
+    CHECK_THROWS_AS(make_sequential_design(config), npuopt::Error);
 }
 
 TEST_CASE("default design spends at most alpha and beta and cannot accept at the first looks") {
@@ -217,6 +247,11 @@ TEST_CASE("signed-rank statistic: mid-ranks for ties and zeros contribute nothin
     // Ranks of |x| = 1.5 1.5 3 for 0.1 -0.1 0.5; zero first gets rank 1 but no sign.
     CHECK(signed_rank_z(std::vector<double>{0.0, 0.1, -0.1, 0.5}) ==
           doctest::Approx(4.0 / std::sqrt(2.5 * 2.5 * 2.0 + 16.0)));
+    // Capped scores (score_cap 0.6 of 5 values: ranks above 3 score 3): 1 2 3 3 3, the largest
+    // negative: (1 + 2 + 3 + 3 - 3) / sqrt(1 + 4 + 9 + 9 + 9).
+    CHECK(signed_rank_z(std::vector<double>{0.1, 0.2, 0.3, 0.4, -0.9}, 0.6) == doctest::Approx(6.0 / std::sqrt(32.0)));
+    // the plain sum gives the outlier the top rank: (1 + 2 + 3 + 4 - 5) / sqrt(55)
+    CHECK(signed_rank_z(std::vector<double>{0.1, 0.2, 0.3, 0.4, -0.9}) == doctest::Approx(5.0 / std::sqrt(55.0)));
 }
 
 TEST_CASE("a clear improvement is accepted with estimate and interval around the truth") {
@@ -290,6 +325,41 @@ TEST_CASE("Monte-Carlo operating characteristics on a noisy device with outliers
     CHECK(one.reject_rate <= 0.10 + 0.04);  // beta at exactly min_effect, with Monte-Carlo slack
 }
 
+TEST_CASE("capped scores: on a device whose outliers land on the candidate, a real gain is accepted more often, and false accepts stay under alpha") {
+    // A device with the generated chips' worst outliers (1.7% jitter, 5% of launches 1.45x
+    // slower) and one with plain noise (3.3% jitter, no outliers). Races of at most 10 pairs (a
+    // race capped by its share of a 100-run budget) and uncapped ones (4..30), each test with its
+    // boundaries placed for its own scores; the same seeds for both tests.
+    SequentialConfig plain;
+    plain.score_cap = 1.0;
+    SequentialConfig capped;
+    capped.score_cap = 0.6;
+    const Noise outliers{0.017, 0.05, 1.45};
+    const Noise gaussian{0.033, 0.0, 1.0};
+    for (std::size_t cap : {std::size_t{10}, std::size_t{30}}) {
+        const double gain = cap == 10 ? 0.05 : 0.02;
+        const auto plain_design = std::make_shared<const SequentialDesign>(make_sequential_design(within_pairs(plain, cap)));
+        const auto capped_design = std::make_shared<const SequentialDesign>(make_sequential_design(within_pairs(capped, cap)));
+        const RaceFigures plain_gain = simulate_races(plain_design, gain, 1000, 6006, outliers);
+        const RaceFigures capped_gain = simulate_races(capped_design, gain, 1000, 6006, outliers);
+        const RaceFigures plain_normal = simulate_races(plain_design, gain, 1000, 7007, gaussian);
+        const RaceFigures capped_normal = simulate_races(capped_design, gain, 1000, 7007, gaussian);
+        const RaceFigures plain_same = simulate_races(plain_design, 0.0, 1000, 8008, outliers);
+        const RaceFigures capped_same = simulate_races(capped_design, 0.0, 1000, 8008, outliers);
+        const RaceFigures capped_edge = simulate_races(capped_design, 0.005, 1000, 9009, outliers);
+        MESSAGE("races of at most " << cap << " pairs, " << 100.0 * gain << "% faster, outliers: accept plain "
+                                    << plain_gain.accept_rate << ", capped " << capped_gain.accept_rate
+                                    << "; no outliers: plain " << plain_normal.accept_rate << ", capped "
+                                    << capped_normal.accept_rate << "; A/A plain " << plain_same.accept_rate
+                                    << ", capped " << capped_same.accept_rate
+                                    << "; capped at the accept null (0.5% faster) " << capped_edge.accept_rate);
+        CHECK(capped_gain.accept_rate >= plain_gain.accept_rate + (cap == 10 ? 0.08 : 0.02));
+        CHECK(capped_normal.accept_rate >= plain_normal.accept_rate - 0.05);  // little lost without outliers
+        CHECK(capped_same.accept_rate <= 0.02);
+        CHECK(capped_edge.accept_rate <= 0.05 + 0.02);  // alpha at the accept null, Monte-Carlo slack
+    }
+}
+
 TEST_CASE("strict preset: alpha 0.01 and min_pairs 8 still accept a 3% improvement") {
     const auto design = std::make_shared<const SequentialDesign>(make_sequential_design(SequentialConfig::strict()));
     CHECK(design->looks.front() == 8);
@@ -301,3 +371,4 @@ TEST_CASE("strict preset: alpha 0.01 and min_pairs 8 still accept a 3% improveme
     CHECK(same.accept_rate <= 0.01);
     CHECK(three.accept_rate >= 0.90);
 }
+
