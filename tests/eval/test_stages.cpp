@@ -296,3 +296,18 @@ TEST_CASE("compile: a fix-it that passes the check again becomes a rewrite, one 
         CHECK(all[0].status == "demoted");
     }
 }
+
+TEST_CASE("the bench configuration hash tells the capped race test from the plain one") {
+    const Bench bench;
+    CascadeConfig plain = quick();
+    plain.acceptance.score_cap = 1.0;
+    CascadeConfig capped = quick();
+    capped.acceptance.score_cap = 0.6;
+    CascadeConfig other_cap = quick();
+    other_cap.acceptance.score_cap = 0.5;
+    const std::string plain_hash = bench_config_hash(plain, bench.kernel());
+    CHECK(plain_hash.size() == 16);
+    CHECK(bench_config_hash(capped, bench.kernel()) != plain_hash);
+    CHECK(bench_config_hash(other_cap, bench.kernel()) != bench_config_hash(capped, bench.kernel()));
+    CHECK(bench_config_hash(capped, bench.kernel()) == bench_config_hash(quick(), bench.kernel()));  // the default is 0.6
+}
