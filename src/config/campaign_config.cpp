@@ -177,7 +177,7 @@ AcceptanceConfig parse_acceptance(const Fields& top) {
     }
     config.score_cap = acceptance.number_or("score_cap", config.score_cap);
     if (!(config.score_cap > 0 && config.score_cap <= 1)) {
-        acceptance.fail_at("score_cap", "expected a share of the ranks in (0, 1] (0.6: the top 40 % of |log-ratio| score alike; 1: plain signed-rank test)");
+        acceptance.fail_at("score_cap", "expected a share of the ranks in (0, 1] (1: the plain signed-rank test; 0.6: the top 40 % of |log-ratio| score alike)");
     }
     config.strict_after = acceptance.number_or("strict_after", config.strict_after);
     if (!(config.strict_after >= 0 && config.strict_after <= 1)) {
@@ -434,7 +434,7 @@ acceptance:
   revalidate_every_accepts: {revalidate}  # re-race the champion against its predecessor every N accepts (0: only after a toolchain change)
   strict_after: {strict_after}    # share of the budget spent after which acceptance gets stricter (1: never)
   clear_win_ratio: {clear_win}   # accept without a race when every correctness launch is under this x the champion's median and x the fastest of two fresh champion launches (0: always race)
-  score_cap: {score_cap}   # the race's signed-rank scores stop growing at this share of the ranks, so a slow outlier launch weighs no more than an ordinary pair (1: plain signed-rank test)
+  score_cap: {score_cap}   # the race's signed-rank scores stop growing at this share of the ranks, so a slow outlier launch weighs no more than an ordinary pair (1: the plain signed-rank test; below 1 helps races of 9+ pairs on devices with many outliers)
   race_min_chance: {race_min_chance}   # race a screened candidate only when the race the budget affords would accept with this chance, at its screened gain and the launch noise measured so far (0: always race)
 
 # The evaluation pipeline: several steps in flight at once, committed in the order planned (a

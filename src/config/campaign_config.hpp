@@ -43,9 +43,9 @@ struct AcceptanceConfig {
     double race_min_chance = 0.3;        ///< race a candidate past the screen only when the race it can afford
                                          ///< would accept with this chance at its screened gain and the launch
                                          ///< noise measured so far (0: always race)
-    double score_cap = 0.6;              ///< the race's signed-rank scores stop growing at this share of the
+    double score_cap = 1.0;              ///< the race's signed-rank scores stop growing at this share of the
                                          ///< pairs' ranks, so outlier launches weigh no more than the pairs of
-                                         ///< ordinary size (1: the plain Wilcoxon signed-rank test)
+                                         ///< ordinary size (1, the default: the plain Wilcoxon signed-rank test)
 };
 
 /// How a reply is asked to carry its payload.

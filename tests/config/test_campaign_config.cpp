@@ -136,7 +136,7 @@ TEST_CASE("campaign.yaml: acceptance.score_cap is read (1 restores the plain sig
     CHECK(plain.acceptance.score_cap == 1.0);
     auto half = config::load_campaign_config(scratch.write("campaign.yaml", "target: t\nacceptance: {score_cap: 0.5}\n"));
     CHECK(half.acceptance.score_cap == 0.5);
-    CHECK(config::AcceptanceConfig{}.score_cap == 0.6);
+    CHECK(config::AcceptanceConfig{}.score_cap == 1.0);
 }
 
 TEST_CASE("campaign.yaml: a minimal file takes defaults, overrides resolve against the campaign dir") {
