@@ -11,33 +11,13 @@ noise, no time-of-day drift). Run from anywhere: python3 summarize.py [-v]
                  (reverted: e3f15b7)
   best known     tools/bench/search_best_known.json as rebuilt on exact figures this session
 """
-import glob, json, math, os, sys
+import os, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-raw = os.path.dirname(here)
-root = os.path.dirname(os.path.dirname(os.path.dirname(raw)))
+sys.path.insert(0, os.path.dirname(here))
+from exact_cells import best_known, geomean, load, paired  # noqa: E402
+
 verbose = '-v' in sys.argv
-
-exact_rows = {}
-for line in open(os.path.join(raw, '2026-12-06-s30', 'exact.jsonl')):
-    row = json.loads(line)
-    if 'exact_over_min' in row:
-        exact_rows[os.path.normpath(os.path.join(root, row['file']))] = row['exact_over_min']
-
-
-def load(pattern):
-    cells = {}
-    for path in sorted(glob.glob(os.path.join(raw, pattern))):
-        j = json.load(open(path))
-        exact = j.get('exact_over_min', exact_rows.get(os.path.normpath(path)))
-        if exact is None:
-            sys.exit(f'{path}: no exact figure')
-        cells[f"{j['chip']}/{j['shape']}/{j['kernel']}"] = {'exact': exact, 'measured': j['champion_over_min'],
-                                                            'template': j['champion_template'],
-                                                            'params': j['champion_params'],
-                                                            'vs_defaults': j.get('champion_vs_defaults')}
-    return cells
-
 
 control = load('2026-12-06-s30/screen-quantities/*.json')
 control.update(load('2026-12-07-s31/screen-rest/*.json'))
@@ -47,24 +27,7 @@ random_ = load('2026-12-06-s29/random/*.json')
 random_.update(load('2026-12-06-s29/unseen-chips/random/*.json'))
 random_.update(load('2026-12-07-s31/random-rest/*.json'))
 second = load('2026-12-07-s31/second-look/*.json')
-best = {k: v['exact_over_min'] for k, v in json.load(open(os.path.join(root, 'tools/bench/search_best_known.json')))['cells'].items()}
-
-
-def geomean(values):
-    values = list(values)
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float('nan')
-
-
-def paired(a, b, label):
-    common = sorted(set(a) & set(b))
-    logs = [math.log(a[k]['exact'] / b[k]['exact']) for k in common]
-    if not logs:
-        return
-    mean = sum(logs) / len(logs)
-    se = (sum((x - mean) ** 2 for x in logs) / (len(logs) - 1) / len(logs)) ** 0.5 if len(logs) > 1 else float('nan')
-    better = sum(x < -1e-9 for x in logs); worse = sum(x > 1e-9 for x in logs)
-    print(f'{label}: {len(common)} cells, exact ratio {math.exp(mean):.4f} (se {se:.4f}); better {better}, worse {worse}, '
-          f'same {len(common) - better - worse}')
+best = best_known()
 
 
 def status(cells, label):

@@ -10,32 +10,14 @@ anywhere: python3 summarize.py [-v]
   races     race rows of both runs, counted from their campaign databases by race_counts.py
             (races-control.json, races-capped.json)
 """
-import glob, json, math, os, sys
+import json, os, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-raw = os.path.dirname(here)
-root = os.path.dirname(os.path.dirname(os.path.dirname(raw)))
+sys.path.insert(0, os.path.dirname(here))
+from exact_cells import best_known, geomean, load, paired  # noqa: E402
+
 verbose = '-v' in sys.argv
 sys.argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != '-v']
-
-exact_rows = {}
-for line in open(os.path.join(raw, '2026-12-06-s30', 'exact.jsonl')):
-    row = json.loads(line)
-    if 'exact_over_min' in row:
-        exact_rows[os.path.normpath(os.path.join(root, row['file']))] = row['exact_over_min']
-
-
-def load(pattern):
-    cells = {}
-    for path in sorted(glob.glob(os.path.join(raw, pattern))):
-        j = json.load(open(path))
-        exact = j.get('exact_over_min', exact_rows.get(os.path.normpath(path)))
-        if exact is None:
-            sys.exit(f'{path}: no exact figure')
-        cells[f"{j['chip']}/{j['shape']}/{j['kernel']}"] = {'exact': exact, 'measured': j['champion_over_min'],
-                                                            'vs_defaults': j.get('champion_vs_defaults')}
-    return cells
-
 
 control = load('2026-12-06-s30/screen-quantities/*.json')
 control.update(load('2026-12-07-s31/screen-rest/*.json'))
@@ -45,24 +27,7 @@ hill.update(load('2026-12-06-s29/unseen-chips/hill/*.json'))
 random_ = load('2026-12-06-s29/random/*.json')
 random_.update(load('2026-12-06-s29/unseen-chips/random/*.json'))
 random_.update(load('2026-12-07-s31/random-rest/*.json'))
-best = {k: v['exact_over_min'] for k, v in json.load(open(os.path.join(root, 'tools/bench/search_best_known.json')))['cells'].items()}
-
-
-def geomean(values):
-    values = list(values)
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float('nan')
-
-
-def paired(a, b, label):
-    common = sorted(set(a) & set(b))
-    logs = [math.log(a[k]['exact'] / b[k]['exact']) for k in common]
-    if len(logs) < 2:
-        return
-    mean = sum(logs) / len(logs)
-    se = (sum((x - mean) ** 2 for x in logs) / (len(logs) - 1) / len(logs)) ** 0.5
-    better = sum(x < -1e-9 for x in logs); worse = sum(x > 1e-9 for x in logs)
-    print(f'{label}: {len(common)} cells, exact ratio {math.exp(mean):.4f} (se {se:.4f}); better {better}, worse {worse}, '
-          f'same {len(common) - better - worse}')
+best = best_known()
 
 
 def status(cells, label):
