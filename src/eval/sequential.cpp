@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <numeric>
 #include <numbers>
 #include <random>
 
@@ -33,6 +34,26 @@ double score_ceiling(double score_cap, std::size_t n) {
     return std::max(1.0, std::ceil(score_cap * static_cast<double>(n) - 1e-9));
 }
 
+// The scores of ranks 1..n, min(r, ceil(score_cap * n)) (whole numbers, so their signed sums
+// are exact and equal statistics compare equal), and the root of their sum of squares, which
+// standardises the signed sum.
+struct RankScores {
+    std::vector<double> scores;
+    double norm = 0.0;
+};
+
+RankScores rank_scores(std::size_t n, double score_cap) {
+    const double ceiling = score_ceiling(score_cap, n);
+    RankScores result;
+    double squares = 0.0;
+    for (std::size_t rank = 1; rank <= n; ++rank) {
+        result.scores.push_back(std::min(static_cast<double>(rank), ceiling));
+        squares += result.scores.back() * result.scores.back();
+    }
+    result.norm = std::sqrt(squares);
+    return result;
+}
+
 // Null paths of the standardised signed-rank score statistic: z[look_idx][path_idx]. Under the
 // null (values symmetric about 0, continuous) signs are fair coins independent of the ranks,
 // whatever the distribution, so uniform magnitudes with random signs give the exact joint law
@@ -40,6 +61,8 @@ double score_ceiling(double score_cap, std::size_t n) {
 std::vector<std::vector<double>> simulate_null_paths(const std::vector<std::size_t>& looks, std::size_t path_count,
                                                      std::uint64_t seed, double score_cap) {
     std::vector<std::vector<double>> z(looks.size(), std::vector<double>(path_count));
+    std::vector<RankScores> look_scores;
+    for (std::size_t look : looks) look_scores.push_back(rank_scores(look, score_cap));
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> magnitude_dist(0.0, 1.0);
     const std::size_t max_pairs = looks.back();
@@ -57,15 +80,10 @@ std::vector<std::vector<double>> simulate_null_paths(const std::vector<std::size
             magnitudes.insert(magnitudes.begin() + static_cast<std::ptrdiff_t>(insert_at), magnitude);
             signs.insert(signs.begin() + static_cast<std::ptrdiff_t>(insert_at), sign);
             if (look_idx < looks.size() && looks[look_idx] == pairs) {
-                const double ceiling = score_ceiling(score_cap, pairs);
-                double score_sum = 0.0;
-                double score_squares = 0.0;
-                for (std::size_t pos = 0; pos < pairs; ++pos) {
-                    const double score = std::min(static_cast<double>(pos + 1), ceiling);
-                    score_sum += signs[pos] * score;
-                    score_squares += score * score;
-                }
-                z[look_idx][path_idx] = score_sum / std::sqrt(score_squares);
+                const RankScores& scores = look_scores[look_idx];
+                double signed_sum = 0.0;
+                for (std::size_t pos = 0; pos < pairs; ++pos) signed_sum += signs[pos] * scores.scores[pos];
+                z[look_idx][path_idx] = signed_sum / scores.norm;
                 ++look_idx;
             }
         }
@@ -199,17 +217,9 @@ SequentialDesign make_sequential_design(const SequentialConfig& config) {
 
 std::optional<std::size_t> earliest_accept_pairs(const SequentialDesign& design) {
     for (std::size_t look_idx = 0; look_idx < design.looks.size() && look_idx < design.accept_bounds.size(); ++look_idx) {
-        // every pair favourable: the sum of all scores over the root of their squares
-        const std::size_t pairs = design.looks[look_idx];
-        const double ceiling = score_ceiling(design.config.score_cap, pairs);
-        double score_sum = 0.0;
-        double score_squares = 0.0;
-        for (std::size_t rank = 1; rank <= pairs; ++rank) {
-            const double score = std::min(static_cast<double>(rank), ceiling);
-            score_sum += score;
-            score_squares += score * score;
-        }
-        const double largest = score_sum / std::sqrt(score_squares) + 1e-12;
+        // every pair favourable: the sum of all scores, standardised
+        const RankScores scores = rank_scores(design.looks[look_idx], design.config.score_cap);
+        const double largest = std::accumulate(scores.scores.begin(), scores.scores.end(), 0.0) / scores.norm + 1e-12;
         const double bound = design.accept_bounds[look_idx];
         if (std::isfinite(bound) && bound <= largest) return design.looks[look_idx];
     }
